@@ -1,0 +1,158 @@
+"""Exercise checkers that say *which* mistake was made, and never raise.
+
+An exercise knows its answer and the wrong answers learners commonly give, each with the
+hint that mistake deserves ("12 is dL/dy: you stopped one link early"). ``check`` turns
+whatever the learner passed (a number, a Value, a string, an array, ``None``, the untouched
+``...``) into a verdict; odd input gets a polite explanation, not a traceback.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CORRECT, WRONG, NOT_ATTEMPTED, UNREADABLE = "correct", "wrong", "not attempted", "unreadable"
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What ``check`` says: a status for code, a message for the learner."""
+
+    status: str
+    message: str
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    def __repr__(self) -> str:
+        return self.message
+
+
+@dataclass
+class Exercise:
+    key: str
+    question: str
+    answer: object  # a number, or the accepted words for a choice
+    mistakes: dict = field(default_factory=dict)  # wrong answer -> targeted hint
+    hints: tuple = ()  # tiered: each one gives a little more away
+    solution: str = ""
+    choices: tuple = ()  # non-empty for an exercise answered with a word
+    rtol: float = 1e-6
+
+
+REGISTRY: dict[str, Exercise] = {}
+_hints_shown: dict[str, int] = {}
+
+
+def register(exercise: Exercise) -> Exercise:
+    REGISTRY[exercise.key] = exercise
+    return exercise
+
+
+def _lookup(key) -> Exercise | None:
+    return REGISTRY.get(key) if isinstance(key, str) else None
+
+
+def _unknown(key) -> str:
+    known = ", ".join(sorted(REGISTRY))
+    return f"There is no exercise called {key!r}. The exercises are: {known}."
+
+
+def _as_number(answer):
+    """(number, None) or (None, why it is not one)."""
+    if hasattr(answer, "_parents") and hasattr(answer, "data"):  # a haaw node
+        return None, (f"You passed a Value (data={answer.data:g}, grad={answer.grad:g}), not a number. "
+                      "Pass its .data or its .grad, whichever the question asks for.")
+    if isinstance(answer, bool):
+        return None, f"Expected a number, got {answer}."
+    if isinstance(answer, str):
+        try:
+            answer = float(answer.strip())
+        except ValueError:
+            return None, f"Expected a number, got the text {answer!r:.40}."
+    if isinstance(answer, (list, tuple, np.ndarray)) or hasattr(answer, "__array__"):
+        try:
+            array = np.asarray(answer, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None, f"Expected one number, got a {type(answer).__name__} that is not numeric."
+        if array.size != 1:
+            return None, f"Expected one number, got {type(answer).__name__} of shape {array.shape}."
+        answer = array.reshape(())
+    try:
+        number = float(answer)
+    except (TypeError, ValueError, OverflowError):
+        return None, f"Expected a number, got {type(answer).__name__}."
+    if not math.isfinite(number):
+        return None, f"Expected a finite number, got {number}: look for a division by zero or an overflow."
+    return number, None
+
+
+def _close(a: float, b: float, rtol: float) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1.0)
+
+
+def check(key, answer) -> Feedback:
+    """Say whether ``answer`` solves exercise ``key``, and if not, what probably went wrong."""
+    try:
+        return _check(key, answer)
+    except Exception as err:  # a checker must never be the thing that crashes
+        return Feedback(UNREADABLE, f"Could not read that answer ({type(err).__name__}). Try a plain number.")
+
+
+def _check(key, answer) -> Feedback:
+    ex = _lookup(key)
+    if ex is None:
+        return Feedback(UNREADABLE, _unknown(key))
+    if answer is Ellipsis:
+        return Feedback(NOT_ATTEMPTED, f"Not attempted yet: replace the ... with your answer, then run the cell. "
+                                       f"Stuck? hint({key!r}) gives a nudge.")
+    if answer is None:
+        return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
+    if ex.choices:
+        return _check_choice(ex, answer)
+    number, problem = _as_number(answer)
+    if problem:
+        return Feedback(UNREADABLE, problem)
+    if _close(number, float(ex.answer), ex.rtol):
+        return Feedback(CORRECT, f"Correct: {number:g}.")
+    for wrong, why in ex.mistakes.items():
+        if _close(number, float(wrong), ex.rtol):
+            return Feedback(WRONG, f"Not quite: {number:g}. {why}")
+    if _close(number, -float(ex.answer), ex.rtol):
+        return Feedback(WRONG, f"Not quite: {number:g}. The size is right but the sign is not: check it.")
+    return Feedback(WRONG, f"Not quite: {number:g} is not it. Try hint({ex.key!r}).")
+
+
+def _check_choice(ex: Exercise, answer) -> Feedback:
+    if not isinstance(answer, str):
+        return Feedback(UNREADABLE, f"Answer with one of the words {', '.join(map(repr, ex.choices))}.")
+    word = answer.strip().lower()
+    if word in ex.answer:
+        return Feedback(CORRECT, f"Correct: {word}.")
+    if word in ex.mistakes:
+        return Feedback(WRONG, f"Not quite: {word}. {ex.mistakes[word]}")
+    return Feedback(UNREADABLE, f"Answer with one of the words {', '.join(map(repr, ex.choices))}.")
+
+
+def hint(key, level: int | None = None) -> Feedback:
+    """The next hint for ``key`` (or hint number ``level``); each gives away a little more."""
+    ex = _lookup(key)
+    if ex is None:
+        return Feedback(UNREADABLE, _unknown(key))
+    if level is None:
+        level = min(_hints_shown.get(key, 0) + 1, len(ex.hints))
+    level = max(1, min(int(level), len(ex.hints)))
+    _hints_shown[key] = level
+    more = (f" (hint({key!r}) again for hint {level + 1})" if level < len(ex.hints)
+            else f" That was the last hint: solution({key!r}) shows the worked answer.")
+    return Feedback("hint", f"Hint {level}/{len(ex.hints)}: {ex.hints[level - 1]}{more}")
+
+
+def solution(key) -> Feedback:
+    """The worked solution of ``key``."""
+    ex = _lookup(key)
+    if ex is None:
+        return Feedback(UNREADABLE, _unknown(key))
+    return Feedback("solution", f"Solution: {ex.solution}")

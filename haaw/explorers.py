@@ -1,0 +1,65 @@
+"""Interactive explorers (ipywidgets). Each is a function that builds and returns a widget.
+
+The widgets only move numbers around: the computing is done by functions that the tests
+check directly (``tiny_chain_step``, ``describe_step``), so what a slider shows is as trustworthy
+as what a test asserts. ipywidgets and matplotlib are imported here, on first use.
+"""
+from __future__ import annotations
+
+from .tiny_chain import tiny_chain_step
+
+
+def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
+    """Sliders for w, x and η: the loss curve, its tangent at w and one gradient step."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .plots import plot_tangent_step
+
+    sliders = [
+        widgets.FloatSlider(value=w, min=-3.0, max=3.0, step=0.1, description="w"),
+        widgets.FloatSlider(value=x, min=-3.0, max=3.0, step=0.1, description="x"),
+        widgets.FloatSlider(value=lr, min=0.0, max=0.1, step=0.005, readout_format=".3f",
+                            description="η"),
+    ]
+    numbers = widgets.HTML()
+    picture = widgets.Output()
+
+    def redraw(_=None):
+        w_, x_, lr_ = (s.value for s in sliders)
+        numbers.value = "<pre>" + str(tiny_chain_step(w_, x_, lr_)) + "</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            plot_tangent_step(w_, x_, lr_, ax=ax)
+            plt.show()
+
+    for s in sliders:
+        s.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(sliders[:2]), sliders[2], numbers, picture])
+
+
+def backward_stepper(root, width: int | None = None):
+    """Walk ``root``'s backward pass one node at a time, on its drawn graph."""
+    import ipywidgets as widgets
+
+    from .autograd import trace_backward
+    from .draw import draw_graph
+    from .stepping import describe_step, step_highlights
+
+    start, steps = trace_backward(root)
+    slider = widgets.IntSlider(value=0, min=0, max=len(steps), description="step")
+    text = widgets.HTML()
+    picture = widgets.HTML()
+
+    def redraw(_=None):
+        k = slider.value
+        grads = start if k == 0 else steps[k - 1].grads_after
+        highlight, notes = step_highlights(steps, k)
+        picture.value = draw_graph(root, grads=grads, highlight=highlight, edge_notes=notes).svg
+        text.value = "<pre>" + describe_step(root, start, steps, k) + "</pre>"
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text, picture])
