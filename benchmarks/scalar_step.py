@@ -1,0 +1,158 @@
+"""One training step of a scalar MLP, timed with haaw.Value and with micrograd's engine.
+
+Both engines train MLP(2, [16, 16, 1]) on the same 64 half-moon points from the same
+initial weights: forward, SVM hinge loss plus an L2 term, backward, SGD, zero grads.
+The garbage collector stays on, as in a notebook, because a graph that holds reference
+cycles (micrograd's closures) is freed by the collector, and that time is part of a step.
+
+    python benchmarks/scalar_step.py [--reps N] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from haaw import Value
+
+try:
+    from micrograd.engine import Value as MicroValue
+    from micrograd.nn import MLP as MicroMLP
+except ImportError:
+    MicroValue = MicroMLP = None
+
+SIZES = [2, 16, 16, 1]
+N_POINTS, ALPHA, LR = 64, 1e-4, 0.05
+
+
+class Neuron:
+    def __init__(self, nin, nonlin, rng):
+        self.w = [Value(float(v)) for v in rng.uniform(-1, 1, nin)]
+        self.b = Value(float(rng.uniform(-0.1, 0.1)))  # not 0, so copying the bias matters
+        self.nonlin = nonlin
+
+    def __call__(self, x):
+        act = self.b
+        for wi, xi in zip(self.w, x):
+            act = act + wi * xi
+        return act.relu() if self.nonlin else act
+
+    def parameters(self):
+        return self.w + [self.b]
+
+
+class MLP:
+    """ReLU hidden layers, linear output; one output neuron returns a Value, not a list."""
+
+    def __init__(self, sizes, rng):
+        last = len(sizes) - 2
+        self.layers = [[Neuron(nin, i != last, rng) for _ in range(nout)]
+                       for i, (nin, nout) in enumerate(zip(sizes, sizes[1:]))]
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = [neuron(x) for neuron in layer]
+        return x[0] if len(x) == 1 else x
+
+    def parameters(self):
+        return [p for layer in self.layers for neuron in layer for p in neuron.parameters()]
+
+
+def half_moons(n, seed=0):
+    """Two interleaved half-circles with a little noise, labels +1 and -1, as Python floats."""
+    rng = np.random.default_rng(seed)
+    t = rng.uniform(0, np.pi, n)
+    upper = np.arange(n) % 2 == 0
+    x = np.where(upper, np.cos(t), 1 - np.cos(t))
+    y = np.where(upper, np.sin(t), 0.5 - np.sin(t))
+    points = np.stack([x, y], axis=1) + rng.normal(0, 0.1, (n, 2))
+    return points.tolist(), np.where(upper, 1.0, -1.0).tolist()
+
+
+def loss_of(model, make_value, points, labels):
+    """mean(relu(1 - y * score)) + ALPHA * sum(p * p): the same expression for both engines."""
+    scores = [model([make_value(a), make_value(b)]) for a, b in points]
+    hinge = [(1 - y * s).relu() for y, s in zip(labels, scores)]
+    data_loss = sum(hinge) * (1.0 / len(hinge))
+    return data_loss + ALPHA * sum(p * p for p in model.parameters())
+
+
+def train_step(model, make_value, points, labels):
+    loss = loss_of(model, make_value, points, labels)
+    loss.backward()
+    for p in model.parameters():
+        p.data -= LR * p.grad
+        p.grad = 0.0
+    return loss.data
+
+
+def time_steps(step, warmup, reps):
+    """Seconds per step for ``reps`` steps after ``warmup``, and the share spent in gc."""
+    for _ in range(warmup):
+        step()
+    stamps = []
+
+    def on_gc(phase, info):  # the collector calls this as each collection starts and stops
+        stamps.append(time.perf_counter())
+
+    times = []
+    gc.callbacks.append(on_gc)
+    try:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+    finally:
+        gc.callbacks.remove(on_gc)
+    return times, (sum(stamps[1::2]) - sum(stamps[0::2])) / sum(times)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=21, help="timed steps per engine")
+    parser.add_argument("--quick", action="store_true", help="1 warm-up + 2 reps (smoke test)")
+    args = parser.parse_args(argv)
+    if args.reps < 1:
+        parser.error(f"--reps must be at least 1, got {args.reps}")
+    warmup, reps = (1, 2) if args.quick else (3, args.reps)
+    gc.enable()
+
+    points, labels = half_moons(N_POINTS)
+    ours = MLP(SIZES, np.random.default_rng(1))
+    engines = {"haaw": (ours, Value)}
+    if MicroMLP is not None:  # same structure, then our initial weights copied in
+        theirs = MicroMLP(SIZES[0], SIZES[1:])
+        for p, q in zip(theirs.parameters(), ours.parameters(), strict=True):
+            p.data = q.data
+        engines["micrograd"] = (theirs, MicroValue)
+
+    print(f"Python {platform.python_version()}, MLP({SIZES[0]}, {SIZES[1:]}), "
+          f"{len(ours.parameters())} parameters, {N_POINTS} points, "
+          f"{reps} reps after {warmup} warm-up, gc on")
+    first = {name: train_step(m, v, points, labels) for name, (m, v) in engines.items()}
+    if "micrograd" in first:
+        diff = abs(first["haaw"] - first["micrograd"])
+        if diff > 1e-9:
+            raise RuntimeError(f"first-step losses differ by {diff:.3g}: {first}")
+        print(f"first-step losses agree: {first['haaw']:.12f} (|difference| = {diff:.1e})")
+    else:
+        print("micrograd is not installed: the comparison is skipped, haaw is timed alone")
+
+    medians = {}
+    print(f"{'engine':<10} {'median ms/step':>15} {'gc share':>9}")
+    for name, (model, make_value) in engines.items():
+        times, gc_share = time_steps(lambda: train_step(model, make_value, points, labels), warmup, reps)
+        medians[name] = statistics.median(times)
+        print(f"{name:<10} {1e3 * medians[name]:>15.2f} {gc_share:>9.0%}")
+    if "micrograd" in medians:
+        print(f"micrograd/haaw: {medians['micrograd'] / medians['haaw']:.2f}x (target: at least 3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
