@@ -3,18 +3,18 @@ from .core import Exercise, register
 
 register(Exercise(
     key="02-fan-out",
-    question="a = 3, b = 4, L = a·b + a. What is dL/da?",
-    answer=5,
+    question="x = 2, L = x·x + 3·x. What is dL/dx?",
+    answer=7,
     mistakes={
-        4: "4 counts only the path through a·b. a also reaches the + directly: add that path's 1.",
-        1: "1 counts only the direct path into the +. a also goes through a·b, which contributes b = 4.",
-        3: "3 is dL/db = a. The question asks for dL/da.",
-        15: "15 is L itself, the forward value.",
+        5: "5 counts x·x once. x enters that multiplication twice, and each entry contributes the other factor (2): 2 + 2 + 3.",
+        4: "4 counts only the path through x·x. x also reaches L through 3·x, which contributes 3.",
+        3: "3 counts only the path through 3·x. x·x contributes too.",
+        10: "10 is L itself, the forward value.",
     },
-    hints=("a is used twice. Each use sends its own contribution back.",
-           "Through a·b: 1 · b = 4. Directly into the +: 1.",
+    hints=("x is used three times: twice in x·x, once in 3·x. Each use sends its own contribution back.",
+           "In x·x, each of the two entries contributes the other factor, x = 2. In 3·x, x contributes 3.",
            "Contributions from several uses are added."),
-    solution="a feeds two operations: a·b contributes b = 4, the + contributes 1; dL/da = 4 + 1 = 5.",
+    solution="x·x contributes x + x = 4 (one per entry), 3·x contributes 3: dL/dx = 4 + 3 = 7 (= 2x + 3).",
 ))
 
 register(Exercise(
