@@ -81,24 +81,31 @@ class Step:
 
 
 def trace_backward(root, seed=1.0) -> tuple[dict, list[Step]]:
-    """Run backward on ``root``; return every node's grad at the start and each step.
+    """Record a fresh backward pass on ``root``: every node's grad at the start, then each step.
 
-    The start is what the pass begins from: intermediate grads cleared, the root seeded,
-    leaves holding whatever they had accumulated before.
+    The pass starts from zero everywhere but the seeded root, and the graph's own grads are
+    put back afterwards, so tracing a graph (as the step-through explorer does) never adds
+    to gradients a learner has already computed.
     """
     order = topological_order(root)
+    saved = [n.grad for n in order]
     steps = []
 
     def snapshot():
         return {id(n): _copy(n.grad) for n in order}
 
-    start = {id(n): (0.0 * n.grad if n._parents else _copy(n.grad)) for n in order}
-    start[id(root)] = start[id(root)] + seed
-
     def record(node, upstream, contributions):
         steps.append(Step(node, _copy(upstream), tuple(contributions), snapshot()))
 
-    backward(root, seed, on_step=record)
+    try:
+        for n in order:
+            n._reset_grad()
+        start = snapshot()
+        start[id(root)] = start[id(root)] + seed
+        backward(root, seed, on_step=record)
+    finally:
+        for n, grad in zip(order, saved):
+            n.grad = grad
     return start, steps
 
 

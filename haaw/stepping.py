@@ -30,7 +30,7 @@ def describe_step(root, start: dict, steps: list, k: int) -> str:
     """Step ``k`` of the trace in words; step 0 is the start, before any node has run."""
     if k == 0:
         return (f"Start: d{_name(root)}/d{_name(root)} = 1 is the seed at {_name(root)}; "
-                f"every other gradient waits at 0 (leaves keep what they had).\n"
+                "every other gradient starts at 0.\n"
                 f"Move the slider: {len(steps)} node(s) will pass their gradient on, "
                 "in reverse topological order.")
     step = steps[k - 1]

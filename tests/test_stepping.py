@@ -19,7 +19,7 @@ def test_the_trace_records_every_step_and_its_grads():
     start, steps = trace_backward(L)
     assert start[id(L)] == 1.0 and start[id(x)] == 0.0
     assert [st.node.label for st in steps] == ["L", "y", "s"]
-    assert steps[-1].grads_after[id(x)] == x.grad == 2 * 3.0 + 2.0
+    assert steps[-1].grads_after[id(x)] == 2 * 3.0 + 2.0
 
 
 def test_a_reused_value_is_shown_accumulating_with_plus_equals():
@@ -43,3 +43,13 @@ def test_highlights_mark_the_current_node_and_the_receivers():
     assert highlight == {id(y): CURRENT, id(w): RECEIVING, id(x): RECEIVING}
     assert notes == {(id(w), id(y), 0): "+= 3", (id(x), id(y), 1): "+= 2"}
     assert step_highlights(steps, 0) == ({}, {})
+
+
+def test_tracing_starts_fresh_and_leaves_the_graph_s_grads_as_they_were():
+    L, x, w, s, y = square_plus_product()
+    L.backward()
+    before = (x.grad, w.grad, s.grad)
+    start, steps = trace_backward(L)
+    assert start[id(x)] == 0.0
+    assert steps[-1].grads_after[id(x)] == 8.0  # one pass, not added to the earlier one
+    assert (x.grad, w.grad, s.grad) == before
