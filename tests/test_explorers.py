@@ -1,0 +1,44 @@
+"""The explorers' callbacks, run without a browser: moving a slider changes what is shown."""
+import matplotlib
+import pytest
+
+from haaw import Value
+from haaw.explorers import backward_stepper, tangent_explorer
+
+matplotlib.use("Agg")
+pytest.importorskip("ipywidgets")
+
+
+def find(widget, kind):
+    """Every descendant of ``widget`` of class ``kind``, in display order."""
+    found = [widget] if type(widget).__name__ == kind else []
+    for child in getattr(widget, "children", ()):
+        found += find(child, kind)
+    return found
+
+
+def test_tangent_explorer_recomputes_the_step_when_w_moves():
+    box = tangent_explorer()
+    w_slider = find(box, "FloatSlider")[0]
+    numbers = find(box, "HTML")[0]
+    assert "dL/dw = 36" in numbers.value and "= 1.64" in numbers.value
+    w_slider.value = -1.0
+    assert "dL/dw = -18" in numbers.value and "= -0.82" in numbers.value
+
+
+def test_backward_stepper_walks_the_pass_one_node_at_a_time():
+    w, x = Value(2.0, label="w"), Value(3.0, label="x")
+    y = w * x
+    y.label = "y"
+    L = y**2
+    L.label = "L"
+    box = backward_stepper(L)
+    slider = find(box, "IntSlider")[0]
+    text, picture = find(box, "HTML")
+    assert slider.max == 2 and text.value.startswith("<pre>Start")
+    first_picture = picture.value
+    slider.value = 2
+    assert "Step 2 of 2: y = w * x" in text.value
+    assert "w.grad 0 += 36 → 36" in text.value
+    assert picture.value != first_picture and "+= 36" in picture.value
+    assert w.grad == 0.0  # exploring does not touch the learner's gradients
