@@ -281,6 +281,8 @@ def draw_graph(root, *, grads=None, highlight=None, edge_notes=None, show_grad=T
     h = _n(max(s.y + s.h / 2 for s in slots) + MARGIN + head)
     svg = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}"'
+        # shrink to fit a narrow output area instead of being cut off
+        ' style="max-width:100%;height:auto"'
         f' font-family="sans-serif" font-size="{FONT}" fill="{INK}">',
         f"<title>{html.escape(title or 'computation graph')}</title>",
         # a fixed id: several drawings on one page share one identical arrowhead

@@ -19,7 +19,7 @@ def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
     sliders = [
         widgets.FloatSlider(value=w, min=-3.0, max=3.0, step=0.1, description="w"),
         widgets.FloatSlider(value=x, min=-3.0, max=3.0, step=0.1, description="x"),
-        widgets.FloatSlider(value=lr, min=0.0, max=0.1, step=0.005, readout_format=".3f",
+        widgets.FloatSlider(value=lr, min=0.0, max=0.15, step=0.005, readout_format=".3f",
                             description="η"),
     ]
     numbers = widgets.HTML()
