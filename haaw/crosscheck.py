@@ -49,8 +49,35 @@ def compare(name: str, ours, reference, rtol: float = 1e-7, atol: float = 1e-12)
 
 def _as_array(x) -> np.ndarray:
     """A float64 array from a number, a haaw node, a NumPy array or a torch tensor."""
-    if hasattr(x, "detach"):  # a torch tensor
-        x = x.detach().cpu().numpy()
-    elif hasattr(x, "data") and not isinstance(x, np.ndarray):  # a haaw node
+    if hasattr(x, "_parents"):  # a haaw Value or Tensor
         x = x.data
+    elif hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().numpy()
     return np.asarray(x, dtype=np.float64)
+
+
+def torch_check(fn, *arrays, names=None, seed: int = 0, rtol: float = 1e-7, atol: float = 1e-12):
+    """Run ``fn`` once on haaw tensors and once on torch tensors; compare output and gradients.
+
+    ``fn`` is written once, with operations both libraries spell the same way (``@``, ``+``,
+    ``.exp()``, ``.sum(axis=...)``, ``.T``...). A non-scalar output is given the same random
+    upstream gradient in both. Prints one verdict line per quantity and returns True when all
+    agree, or None (after saying so) when torch is not available.
+    """
+    torch = optional_torch()
+    if torch is None:
+        return None
+    from .tensor import Tensor
+
+    arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
+    names = names or [f"x{i}" for i in range(len(arrays))]
+    ours = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn(*ours), fn(*theirs)
+    upstream = np.random.default_rng(seed).standard_normal(out.shape)
+    out.backward(upstream if out.data.size != 1 else None)
+    ref.backward(torch.tensor(upstream).reshape(ref.shape))
+    ok = compare("output", out, ref, rtol, atol)
+    for name, a, b in zip(names, ours, theirs):
+        ok &= compare(f"d/d{name}", a.grad, b.grad, rtol, atol)
+    return ok

@@ -16,17 +16,26 @@ import numpy as np
 
 from .value import Value
 
-_SCALAR_KIND = (
-    lambda array: Value(float(array)),  # make a leaf
-    lambda leaf: np.asarray(leaf.grad, dtype=np.float64),  # read its gradient
-    lambda out: float(out.data),  # the output as a float
-)
+def _value_leaf(array):
+    return Value(float(array))
 
 
-def _kind_of(x):
-    if isinstance(x, Value) or np.ndim(x) == 0:
-        return _SCALAR_KIND
-    raise TypeError(f"gradcheck: cannot check an input of type {type(x).__name__} yet")
+def _tensor_leaf(array):
+    from .tensor import Tensor
+
+    return Tensor(array.copy(), requires_grad=True)
+
+
+def _leaf_maker(x):
+    """Inputs that are numbers or Values are checked as Values; arrays and Tensors as Tensors."""
+    if isinstance(x, Value) or (np.ndim(x) == 0 and not hasattr(x, "shape")):
+        return _value_leaf
+    return _tensor_leaf
+
+
+def _grad_of(leaf, shape) -> np.ndarray:
+    grad = leaf.grad
+    return np.zeros(shape) if grad is None else np.asarray(grad, dtype=np.float64).reshape(shape)
 
 
 @dataclass
@@ -77,40 +86,51 @@ class GradcheckReport:
 
 
 def gradcheck(f, *inputs, eps: float = 1e-6, rtol: float = 1e-5, atol: float = 1e-8,
-              names=None) -> GradcheckReport:
+              names=None, seed: int = 0) -> GradcheckReport:
     """Compare backward's gradient of ``f(*inputs)`` with central differences.
 
-    ``f`` takes as many arguments as there are inputs and returns a scalar node. Inputs
-    may be numbers or leaves; their current values are used, their grads are not touched.
+    ``f`` takes as many arguments as there are inputs. If it returns a scalar, its gradient
+    is checked; if it returns an array, a random upstream gradient u is drawn and the
+    vector-Jacobian product is checked instead: backward(u) against the finite differences of
+    sum(f(x) · u), which tests every entry of the Jacobian at the cost of one backward pass.
+    Inputs may be numbers, Values, arrays or Tensors; their grads are not touched.
     """
     if not inputs:
         raise TypeError("gradcheck needs at least one input to differentiate with respect to")
-    kinds = [_kind_of(x) for x in inputs]
+    makers = [_leaf_maker(x) for x in inputs]
     bases = [np.array(getattr(x, "data", x), dtype=np.float64) for x in inputs]
     if names is None:
         names = [getattr(x, "label", "") or f"x{i}" for i, x in enumerate(inputs)]
 
     def evaluate(arrays):
-        leaves = [kind[0](a) for kind, a in zip(kinds, arrays)]
+        leaves = [make(a) for make, a in zip(makers, arrays)]
         out = f(*leaves)
         if not hasattr(out, "backward"):
-            raise TypeError(f"gradcheck: f must return a haaw value, got {type(out).__name__}")
+            raise TypeError(f"gradcheck: f must return a haaw Value or Tensor, got {type(out).__name__}")
         return leaves, out
 
     leaves, out = evaluate(bases)
-    out.backward()
-    analytic = [kind[1](leaf) for kind, leaf in zip(kinds, leaves)]
+    out_data = np.asarray(out.data, dtype=np.float64)
+    upstream = None if out_data.size == 1 else np.random.default_rng(seed).standard_normal(out_data.shape)
+    if upstream is None:
+        out.backward()
+    else:
+        out.backward(upstream)
+    analytic = [_grad_of(leaf, base.shape) for leaf, base in zip(leaves, bases)]
+
+    def scalar(arrays) -> float:
+        data = np.asarray(evaluate(arrays)[1].data, dtype=np.float64)
+        return float(data.sum() if upstream is None else np.sum(data * upstream))
 
     rows = []
-    for i, (kind, base) in enumerate(zip(kinds, bases)):
+    for i, base in enumerate(bases):
         numeric = np.zeros_like(base)
         for index in np.ndindex(base.shape):
-            values = []
-            for sign in (+1.0, -1.0):
-                shifted = [b.copy() for b in bases]
-                shifted[i][index] += sign * eps
-                values.append(kind[2](evaluate(shifted)[1]))
-            numeric[index] = (values[0] - values[1]) / (2 * eps)
+            shifted = [b.copy() for b in bases]
+            shifted[i][index] = base[index] + eps
+            plus = scalar(shifted)
+            shifted[i][index] = base[index] - eps
+            numeric[index] = (plus - scalar(shifted)) / (2 * eps)
         ok = bool(np.all(np.abs(analytic[i] - numeric) <= atol + rtol * np.abs(numeric)))
         rows.append(Row(names[i], analytic[i], numeric, ok))
     return GradcheckReport(rows, rtol, atol)

@@ -1,0 +1,219 @@
+"""Every operation of the table in haaw.ops, on random shapes drawn by hypothesis, including
+broadcasting: its gradient against finite differences and, where torch is installed, its
+output and gradient against PyTorch's."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import haaw.functional as F
+from haaw import gradcheck
+from haaw.ops import OPS, unbroadcast
+from haaw.tensor import Tensor, concatenate
+
+dims = st.integers(1, 4)
+shapes = st.lists(dims, min_size=1, max_size=3).map(tuple)
+
+
+def is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def values(data, shape, low=-2.0, high=2.0, seed_name="x"):
+    seed = data.draw(st.integers(0, 2**32 - 1), label=f"seed of {seed_name}")
+    return np.random.default_rng(seed).uniform(low, high, shape)
+
+
+def away_from_zero(data, shape, name):
+    """Values with |x| in [0.5, 2]: no division by ~0, no ReLU kink inside the finite difference."""
+    x = values(data, shape, 0.5, 2.0, name)
+    return x * np.where(values(data, shape, -1, 1, name + " sign") < 0, -1, 1)
+
+
+def distinct(data, shape, name):
+    """Values with no ties, so max has a single winner and its derivative exists."""
+    n = int(np.prod(shape))
+    order = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label=name)).permutation(n)
+    return (order.reshape(shape) - n / 2) * 0.37
+
+
+@st.composite
+def broadcast_pair(draw):
+    """Two shapes that broadcast: some dimensions dropped or set to 1 on one side."""
+    shape = draw(shapes)
+    other = list(shape[draw(st.integers(0, len(shape) - 1)):])
+    for i in range(len(other)):
+        if draw(st.booleans()):
+            other[i] = 1
+    return (shape, tuple(other)) if draw(st.booleans()) else (tuple(other), shape)
+
+
+def axis_args(data, ndim):
+    axis = data.draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1)), label="axis")
+    return axis, data.draw(st.booleans(), label="keepdims")
+
+
+def binary(op):
+    def spec(data):
+        a_shape, b_shape = data.draw(broadcast_pair(), label="shapes")
+        return op, [values(data, a_shape, seed_name="a"), away_from_zero(data, b_shape, "b")]
+    return spec
+
+
+def unary(fn, make=values):
+    def spec(data):
+        shape = data.draw(shapes, label="shape")
+        return fn, [make(data, shape, "x") if make is not values else values(data, shape)]
+    return spec
+
+
+def matmul_spec(data):
+    m, k, n = data.draw(dims), data.draw(dims), data.draw(dims)
+    batch = data.draw(st.sampled_from([(), (2,), (3, 1)]), label="batch")
+    b_batch = batch[-1:] if data.draw(st.booleans(), label="b batched") else ()
+    return (lambda a, b: a @ b), [values(data, batch + (m, k), seed_name="a"),
+                                  values(data, b_batch + (k, n), seed_name="b")]
+
+
+def reduction(name):
+    def spec(data):
+        shape = data.draw(shapes, label="shape")
+        axis, keepdims = axis_args(data, len(shape))
+
+        def fn(a):
+            if is_torch(a):  # torch spells "all axes" as a tuple, and max as amax
+                every = tuple(range(a.ndim)) if axis is None else axis
+                return getattr(a, "amax" if name == "max" else name)(axis=every, keepdims=keepdims)
+            return getattr(a, name)(axis=axis, keepdims=keepdims)
+        return fn, [distinct(data, shape, "x") if name == "max" else values(data, shape)]
+    return spec
+
+
+def reshape_spec(data):
+    shape = data.draw(shapes, label="shape")
+    target = (-1,) + ((shape[-1],) if data.draw(st.booleans(), label="keep last") else ())
+    return (lambda a: a.reshape(target)), [values(data, shape)]
+
+
+def transpose_spec(data):
+    shape = data.draw(shapes, label="shape")
+    perm = tuple(data.draw(st.permutations(range(len(shape))), label="axes"))
+    return (lambda a: a.permute(*perm) if is_torch(a) else a.transpose(perm)), [values(data, shape)]
+
+
+def getitem_spec(data):
+    shape = data.draw(st.lists(dims, min_size=2, max_size=3).map(tuple), label="shape")
+    fancy = np.array(data.draw(st.lists(st.integers(0, shape[0] - 1), min_size=1, max_size=5), label="rows"))
+    index = data.draw(st.sampled_from([
+        (slice(None), 0), (slice(1, None),), (Ellipsis, slice(None, None, 2)), (fancy,), (fancy, 0)]),
+        label="index")
+    return (lambda a: a[tuple(__import__("torch").as_tensor(i) if isinstance(i, np.ndarray) else i
+                              for i in index)] if is_torch(a) else a[index]), [values(data, shape)]
+
+
+def concatenate_spec(data):
+    shape = list(data.draw(shapes, label="shape"))
+    axis = data.draw(st.integers(0, len(shape) - 1), label="axis")
+    other = list(shape)
+    other[axis] = data.draw(dims, label="other size")
+    return (lambda a, b: __import__("torch").cat([a, b], axis) if is_torch(a) else concatenate([a, b], axis)), \
+        [values(data, tuple(shape), seed_name="a"), values(data, tuple(other), seed_name="b")]
+
+
+def softmax_spec(name):
+    def spec(data):
+        shape = data.draw(shapes, label="shape")
+        axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+        return (lambda a: getattr(a, name)(axis)), [values(data, shape, -4, 4)]
+    return spec
+
+
+def cross_entropy_spec(data):
+    lead = data.draw(st.lists(dims, min_size=1, max_size=2).map(tuple), label="batch shape")
+    classes = data.draw(st.integers(2, 5), label="classes")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="targets"))
+    targets = rng.integers(0, classes, lead)
+    mask = rng.integers(0, 2, lead)
+    mask.flat[0] = 1  # at least one real entry
+    reduction = data.draw(st.sampled_from(["mean", "sum", "none"]), label="reduction")
+    masked = data.draw(st.booleans(), label="masked")
+
+    def fn(logits):
+        if is_torch(logits):
+            import torch
+            losses = torch.nn.functional.cross_entropy(logits.reshape(-1, classes), torch.as_tensor(targets.reshape(-1)),
+                                                       reduction="none").reshape(lead)
+            if masked:
+                losses = losses * torch.as_tensor(mask, dtype=losses.dtype)
+            return {"none": losses, "sum": losses.sum(),
+                    "mean": losses.sum() / (mask.sum() if masked else targets.size)}[reduction]
+        return F.cross_entropy(logits, targets, mask=mask if masked else None, reduction=reduction)
+    return fn, [values(data, lead + (classes,), -3, 3)]
+
+
+SPECS = {
+    "add": binary(lambda a, b: a + b),
+    "sub": binary(lambda a, b: a - b),
+    "mul": binary(lambda a, b: a * b),
+    "div": binary(lambda a, b: a / b),
+    "pow": unary(lambda a: a**3 + (a * a + 1) ** 0.5),
+    "neg": unary(lambda a: -a),
+    "matmul": matmul_spec,
+    "exp": unary(lambda a: a.exp()),
+    "log": unary(lambda a: (a * a + 0.1).log()),
+    "tanh": unary(lambda a: a.tanh()),
+    "relu": unary(lambda a: a.relu(), away_from_zero),
+    "sigmoid": unary(lambda a: a.sigmoid()),
+    "sum": reduction("sum"),
+    "mean": reduction("mean"),
+    "max": reduction("max"),
+    "reshape": reshape_spec,
+    "transpose": transpose_spec,
+    "getitem": getitem_spec,
+    "concatenate": concatenate_spec,
+    "softmax": softmax_spec("softmax"),
+    "log_softmax": softmax_spec("log_softmax"),
+    "cross_entropy_rows": cross_entropy_spec,
+}
+FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_every_operation_in_the_table_is_tested():
+    assert set(SPECS) == set(OPS)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@FAST
+@given(data=st.data())
+def test_gradient_matches_finite_differences(name, data):
+    fn, arrays = SPECS[name](data)
+    report = gradcheck(fn, *arrays)
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@FAST
+@given(data=st.data())
+def test_output_and_gradient_match_torch(name, data):
+    torch = pytest.importorskip("torch")
+    fn, arrays = SPECS[name](data)
+    ours = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn(*ours), fn(*theirs)
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    upstream = np.random.default_rng(0).standard_normal(out.shape)
+    out.backward(upstream)
+    ref.backward(torch.tensor(upstream))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("g_shape, shape, expected", [
+    ((4, 3), (4, 3), np.ones((4, 3))),
+    ((4, 3), (3,), np.full(3, 4.0)),
+    ((4, 3), (1, 3), np.full((1, 3), 4.0)),
+    ((4, 3), (4, 1), np.full((4, 1), 3.0)),
+    ((2, 4, 3), (), np.array(24.0)),
+])
+def test_unbroadcast_sums_over_what_broadcasting_stretched(g_shape, shape, expected):
+    np.testing.assert_array_equal(unbroadcast(np.ones(g_shape), shape), expected)
