@@ -79,8 +79,11 @@ def add(a, b):
 
 def add_vjp(g, saved, needs):
     a_shape, b_shape = saved
-    return (unbroadcast(g, a_shape) if needs[0] else None,
-            unbroadcast(g, b_shape) if needs[1] else None)
+    da = unbroadcast(g, a_shape) if needs[0] else None
+    db = unbroadcast(g, b_shape) if needs[1] else None
+    if da is db and da is not None:
+        db = db.copy()  # two inputs never receive one and the same array
+    return da, db
 
 
 def sub(a, b):
@@ -173,13 +176,13 @@ def tanh_vjp(g, saved, needs):
 
 
 def relu(a):
-    mask = a > 0  # a boolean per element: an eighth of what saving float64 input would take
-    return np.where(mask, a, 0), (mask,)
+    out = np.maximum(a, 0)
+    return out, (out,)
 
 
 def relu_vjp(g, saved, needs):
-    (mask,) = saved
-    return (g * mask,)
+    (out,) = saved  # the output is positive exactly where the input was
+    return (g * (out > 0),)
 
 
 def sigmoid(a):

@@ -55,10 +55,15 @@ def _shape_error(op: str, inputs) -> str | None:
 def apply(name: str, *inputs: "Tensor", **params) -> "Tensor":
     """Run operation ``name`` forward and, if any input requires a gradient, record it."""
     op = OPS[name]
-    problem = _shape_error(name, inputs)
-    if problem:
-        raise ValueError(problem)
-    out, saved = op.forward(*(t.data for t in inputs), **params)
+    if name == "matmul" and min(t.data.ndim for t in inputs) < 2:  # numpy would accept vectors
+        raise ValueError(_shape_error(name, inputs))
+    try:
+        out, saved = op.forward(*(t.data for t in inputs), **params)
+    except ValueError:  # explain the shapes in the course's words, not NumPy's
+        problem = _shape_error(name, inputs)
+        if problem:
+            raise ValueError(problem) from None
+        raise
     needs = tuple(t.requires_grad for t in inputs)
     record = _grad_enabled and any(needs)
     result = Tensor(out, requires_grad=record)
@@ -128,12 +133,11 @@ class Tensor:
         if g.dtype != self.data.dtype:
             g = g.astype(self.data.dtype)
         if self.grad is None:
-            # a leaf keeps its own copy (it will be updated in place); an intermediate may share
-            self.grad = g.copy() if not self._parents else g
-        elif self._parents:
-            self.grad = self.grad + g
+            # adopt the array without copying (views of read-only broadcasts excepted); gradients
+            # are never updated in place afterwards, so an array seen elsewhere stays correct
+            self.grad = g if g.flags.writeable else g.copy()
         else:
-            self.grad += g
+            self.grad = self.grad + g
 
     def backward(self, grad=None) -> None:
         """Fill ``.grad`` of every tensor this one depends on with dL/d(tensor), L being this one.
@@ -152,7 +156,7 @@ class Tensor:
                     "(e.g. loss = y.sum())")
             grad = np.ones_like(self.data)
         else:
-            grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.data.dtype)
+            grad = np.array(grad.data if isinstance(grad, Tensor) else grad, dtype=self.data.dtype)  # a copy
             if grad.shape != self.data.shape:
                 raise ValueError(f"backward(grad=...): grad has shape {grad.shape}, "
                                  f"but the tensor has shape {self.data.shape}")

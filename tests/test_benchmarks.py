@@ -39,3 +39,16 @@ def test_quick_run_compares_with_micrograd(quick_output):
     assert "first-step losses agree" in quick_output
     assert float(row(quick_output, "micrograd")[1]) > 0
     assert "micrograd/haaw:" in quick_output
+
+
+def test_tensor_benchmark_runs_all_engines_on_the_same_problem(capsys, monkeypatch):
+    """benchmarks/mlp_step.py --quick: both dtypes, and the engines agree on the first loss (it
+    raises otherwise). No timing is asserted."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("mlp_step", SCRIPT.parent / "mlp_step.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick", "--tensor-only"]) == 0
+    out = capsys.readouterr().out
+    assert row(out, "float32") and row(out, "float64")
+    assert "targets: haaw/numpy at most 1.15" in out

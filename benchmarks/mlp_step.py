@@ -1,0 +1,153 @@
+"""One training step of a 784-256-10 MLP, batch 256: haaw vs hand-written NumPy vs torch.
+
+The hand-written NumPy step does the same matmuls with no graph at all: it is the limit a
+NumPy-based engine can reach, so haaw / NumPy is the engine's own overhead. torch runs on the
+CPU with the same number of threads as NumPy's BLAS. A step is: forward, cross-entropy, backward,
+SGD update. Medians of repeated steps, float32 and float64, then the scalar section
+(benchmarks/scalar_step.py: haaw.Value vs micrograd, garbage collector on).
+
+    python benchmarks/mlp_step.py [--reps N] [--quick] [--tensor-only]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+
+import haaw.functional as F
+import scalar_step
+from haaw.nn import MLP
+from haaw.optim import SGD
+from haaw.tensor import Tensor
+
+BATCH, SIZES, LR = 256, (784, 256, 10), 0.1
+
+
+def data(dtype):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((BATCH, SIZES[0])).astype(dtype), rng.integers(0, SIZES[-1], BATCH)
+
+
+def haaw_step(dtype):
+    x, y = data(dtype)
+    model = MLP(SIZES, seed=0, dtype=dtype)
+    opt = SGD(model.parameters(), lr=LR)
+    x = Tensor(x)
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step, [p.data.copy() for p in model.parameters()]
+
+
+def numpy_step(dtype, weights):
+    x, y = data(dtype)
+    w1, b1, w2, b2 = [w.copy() for w in weights]
+    rows = np.arange(BATCH)
+
+    def step():
+        h = x @ w1 + b1
+        a = np.maximum(h, 0)
+        logits = a @ w2 + b2
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        loss = -logp[rows, y].mean()
+        d_logits = np.exp(logp)
+        d_logits[rows, y] -= 1
+        d_logits /= BATCH
+        d_w2, d_b2 = a.T @ d_logits, d_logits.sum(axis=0)
+        d_h = (d_logits @ w2.T) * (h > 0)
+        d_w1, d_b1 = x.T @ d_h, d_h.sum(axis=0)  # no gradient for x: it is the data
+        for p, g in ((w1, d_w1), (b1, d_b1), (w2, d_w2), (b2, d_b2)):
+            p -= LR * g
+        return float(loss)
+    return step
+
+
+def torch_step(dtype, weights, torch):
+    x, y = data(dtype)
+    x, y = torch.from_numpy(x), torch.from_numpy(y)
+    params = [torch.tensor(w, requires_grad=True) for w in weights]
+
+    def step():
+        for p in params:
+            p.grad = None
+        h = torch.relu(x @ params[0] + params[1])
+        loss = torch.nn.functional.cross_entropy(h @ params[2] + params[3], y)
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= LR * p.grad
+        return loss.item()
+    return step
+
+
+def median_ms(steps: dict, reps: int, warmup: int) -> dict:
+    """Median ms per step of each engine, taking turns, so that a slow spell of the machine
+    hits every engine alike instead of skewing one ratio. (Only for engines that share one
+    thread pool: torch's threads keep spinning after each operation and would slow the next
+    engine down, so torch is timed in a block of its own.)"""
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    times = {name: [] for name in steps}
+    for _ in range(reps):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    medians = {name: 1000 * statistics.median(t) for name, t in times.items()}
+    if "haaw" in times and "numpy" in times:  # the ratio of each pair of turns, then the median
+        medians["haaw/numpy"] = statistics.median(h / n for h, n in zip(times["haaw"], times["numpy"]))
+    return medians
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="2 reps after 1 warm-up, for a smoke test")
+    parser.add_argument("--tensor-only", action="store_true", help="leave out the scalar section")
+    args = parser.parse_args(argv)
+    reps, warmup = (2, 1) if args.quick else (args.reps, 5)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    threads = os.cpu_count()
+    if torch is not None:
+        torch.set_num_threads(threads)
+    print(f"Python {platform.python_version()}, numpy {np.__version__}"
+          + (f", torch {torch.__version__} ({threads} threads)" if torch else ", torch not installed")
+          + f"; MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, median of {reps} steps")
+    print(f"{'dtype':<9}{'haaw ms':>9}{'numpy ms':>10}{'torch ms':>10}{'haaw/numpy':>12}{'haaw/torch':>12}")
+    for dtype in (np.float32, np.float64):
+        ours, weights = haaw_step(dtype)
+        steps = {"haaw": ours, "numpy": numpy_step(dtype, weights)}
+        if torch is not None:
+            steps["torch"] = torch_step(dtype, weights, torch)
+        first = {name: step() for name, step in steps.items()}  # all start from the same weights
+        tol = 1e-4 if dtype == np.float32 else 1e-10
+        if max(first.values()) - min(first.values()) > tol * max(first.values()):
+            raise RuntimeError(f"the engines disagree on the first loss: {first}")
+        ms = median_ms({"haaw": steps["haaw"], "numpy": steps["numpy"]}, reps, warmup)
+        if "torch" in steps:
+            ms.update(median_ms({"torch": steps["torch"]}, reps, warmup))
+        t = ms.get("torch", float("nan"))
+        print(f"{np.dtype(dtype).name:<9}{ms['haaw']:>9.2f}{ms['numpy']:>10.2f}{t:>10.2f}"
+              f"{ms['haaw/numpy']:>12.2f}{ms['haaw'] / t:>12.2f}")
+    print("targets: haaw/numpy at most 1.15, haaw/torch below 1")
+    if args.tensor_only:
+        return 0
+    print()
+    return scalar_step.main(["--quick"] if args.quick else [])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
