@@ -8,22 +8,46 @@ from haaw.exercises import REGISTRY, check, hint, solution
 from haaw.exercises.core import CORRECT, NOT_ATTEMPTED, UNREADABLE, WRONG
 
 KEYS = sorted(REGISTRY)
-MISTAKES = [(key, wrong, why) for key in KEYS for wrong, why in REGISTRY[key].mistakes.items()]
+NUMBER_KEYS = [k for k in KEYS if not isinstance(REGISTRY[k].answer, np.ndarray)]
+ARRAY_KEYS = [k for k in KEYS if isinstance(REGISTRY[k].answer, np.ndarray)]
+MISTAKES = [(key, wrong, why) for key in KEYS for wrong, why in REGISTRY[key].mistake_pairs()]
 GARBAGE = [None, "forty", "", np.array([1.0, 2.0]), np.zeros((2, 2)), [1, 2, 3], {}, object(),
            True, float("nan"), float("inf"), 1e400, complex(1, 2), Value(1.0), [[1, 2]], "1.2.3"]
 
 
-def test_the_course_has_exercises_for_notebooks_01_and_02():
-    assert {k[:2] for k in KEYS} >= {"01", "02"}
+def test_the_course_has_exercises_for_notebooks_01_to_03():
+    assert {k[:2] for k in KEYS} >= {"01", "02", "03"}
     for key in KEYS:
         assert 2 <= sum(k[:2] == key[:2] for k in KEYS) <= 4
 
 
-@pytest.mark.parametrize("key", KEYS)
-def test_the_right_answer_passes_in_any_reasonable_form(key):
+@pytest.mark.parametrize("key", NUMBER_KEYS)
+def test_the_right_number_passes_in_any_reasonable_form(key):
     answer = REGISTRY[key].answer
     for form in (answer, float(answer), np.float64(answer), np.array([answer]), str(answer)):
         assert check(key, form).status == CORRECT, form
+
+
+@pytest.mark.parametrize("key", ARRAY_KEYS)
+def test_the_right_array_passes_as_an_array_a_list_or_a_tensor(key):
+    from haaw.tensor import Tensor
+
+    answer = REGISTRY[key].answer
+    for form in (answer, answer.tolist(), answer.astype(np.float32), Tensor(answer)):
+        assert check(key, form).status == CORRECT, form
+
+
+@pytest.mark.parametrize("key", ARRAY_KEYS)
+def test_array_answers_get_told_about_transposes_shapes_and_the_first_wrong_entry(key):
+    answer = REGISTRY[key].answer
+    if answer.ndim == 2:
+        assert "you have the transpose" in check(key, answer.T).message
+    assert f"must have shape {answer.shape}" in check(key, np.zeros(answer.shape + (2,))).message
+    off = answer.copy()
+    off.flat[-1] += 1
+    message = check(key, off).message
+    assert "1 of" in message and f"yours {off.flat[-1]:g}, expected {answer.flat[-1]:g}" in message
+    assert "wrong sign" in check(key, -answer).message
 
 
 @pytest.mark.parametrize("key, wrong, why", MISTAKES)
@@ -33,12 +57,23 @@ def test_each_anticipated_mistake_gets_its_own_hint(key, wrong, why):
     assert why in feedback.message
 
 
+def test_the_classic_matrix_mistakes_are_named():
+    from haaw.exercises.nb03 import G, W, X
+
+    assert "you have the transpose" in check("03-dW", G.T @ X).message
+    assert "You averaged over the batch" in check("03-db", G.mean(axis=0)).message
+    assert "one gradient per example" in check("03-db", G).message
+    assert "add them up over the batch" in check("03-dW", np.einsum("bi,bj->bij", X, G)).message
+    assert "wrong axis" in check("03-db", G.sum(axis=1)).message
+    assert "transpose" in check("03-dX", W @ G.T).message
+
+
 def test_the_hints_match_the_issue_examples():
     assert "stopped one link early" in check("01-dL/dw", 12).message
     assert "is y" in check("01-dL/dw", 6).message
 
 
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key", NUMBER_KEYS)
 def test_a_sign_error_is_named(key):
     answer = float(REGISTRY[key].answer)
     if -answer in REGISTRY[key].mistakes:
@@ -57,7 +92,8 @@ def test_the_untouched_placeholder_means_not_attempted(key):
 @pytest.mark.parametrize("garbage", GARBAGE, ids=lambda g: type(g).__name__)
 def test_garbage_gets_a_polite_message(key, garbage):
     feedback = check(key, garbage)
-    assert feedback.status == UNREADABLE
+    # a number exercise cannot read it; an array exercise may read it as an array of the wrong shape
+    assert feedback.status == UNREADABLE or (key in ARRAY_KEYS and feedback.status == WRONG)
     assert feedback.message and "Traceback" not in feedback.message
 
 
@@ -78,7 +114,8 @@ def test_hints_are_tiered_and_end_at_the_solution(key):
     for i, message in enumerate(shown):
         assert message.startswith(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}")
     assert "solution(" in shown[-1]
-    assert str(ex.answer) in solution(key).message.replace(",", "")
+    if key in NUMBER_KEYS:
+        assert str(ex.answer) in solution(key).message.replace(",", "")
 
 
 def test_hint_without_a_level_advances_one_tier_per_call():

@@ -34,12 +34,15 @@ class Feedback:
 class Exercise:
     key: str
     question: str
-    answer: object  # a number, or the accepted words for a choice
-    mistakes: dict = field(default_factory=dict)  # wrong answer -> targeted hint
+    answer: object  # a number, or a NumPy array
+    mistakes: object = field(default_factory=dict)  # {wrong number: hint}, or ((wrong array, hint), ...)
     hints: tuple = ()  # tiered: each one gives a little more away
     solution: str = ""
-    choices: tuple = ()  # non-empty for an exercise answered with a word
     rtol: float = 1e-6
+    data: dict = field(default_factory=dict)  # arrays the question is about, for the notebook
+
+    def mistake_pairs(self) -> list:
+        return list(self.mistakes.items() if isinstance(self.mistakes, dict) else self.mistakes)
 
 
 REGISTRY: dict[str, Exercise] = {}
@@ -89,6 +92,11 @@ def _as_number(answer):
     return number, None
 
 
+def _show(number: float) -> str:
+    """36 as 36, 274877906944 as 274,877,906,944, 1.64 as 1.64."""
+    return f"{int(number):,}" if number.is_integer() and abs(number) < 1e16 else f"{number:g}"
+
+
 def _close(a: float, b: float, rtol: float) -> bool:
     return abs(a - b) <= rtol * max(abs(a), abs(b), 1.0)
 
@@ -98,7 +106,7 @@ def check(key, answer) -> Feedback:
     try:
         return _check(key, answer)
     except Exception as err:  # a checker must never be the thing that crashes
-        return Feedback(UNREADABLE, f"Could not read that answer ({type(err).__name__}). Try a plain number.")
+        return Feedback(UNREADABLE, f"Could not read that answer ({type(err).__name__}). Try a plain number or array.")
 
 
 def _check(key, answer) -> Feedback:
@@ -110,30 +118,64 @@ def _check(key, answer) -> Feedback:
                                        f"Stuck? hint({key!r}) gives a nudge.")
     if answer is None:
         return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
-    if ex.choices:
-        return _check_choice(ex, answer)
+    if isinstance(ex.answer, np.ndarray):
+        return _check_array(ex, answer)
     number, problem = _as_number(answer)
     if problem:
         return Feedback(UNREADABLE, problem)
     if _close(number, float(ex.answer), ex.rtol):
-        return Feedback(CORRECT, f"Correct: {number:g}.")
-    for wrong, why in ex.mistakes.items():
+        return Feedback(CORRECT, f"Correct: {_show(number)}.")
+    for wrong, why in ex.mistake_pairs():
         if _close(number, float(wrong), ex.rtol):
-            return Feedback(WRONG, f"Not quite: {number:g}. {why}")
+            return Feedback(WRONG, f"Not quite: {_show(number)}. {why}")
     if _close(number, -float(ex.answer), ex.rtol):
-        return Feedback(WRONG, f"Not quite: {number:g}. The size is right but the sign is not: check it.")
-    return Feedback(WRONG, f"Not quite: {number:g} is not it. Try hint({ex.key!r}).")
+        return Feedback(WRONG, f"Not quite: {_show(number)}. The size is right but the sign is not: check it.")
+    return Feedback(WRONG, f"Not quite: {_show(number)} is not it. Try hint({ex.key!r}).")
 
 
-def _check_choice(ex: Exercise, answer) -> Feedback:
-    if not isinstance(answer, str):
-        return Feedback(UNREADABLE, f"Answer with one of the words {', '.join(map(repr, ex.choices))}.")
-    word = answer.strip().lower()
-    if word in ex.answer:
-        return Feedback(CORRECT, f"Correct: {word}.")
-    if word in ex.mistakes:
-        return Feedback(WRONG, f"Not quite: {word}. {ex.mistakes[word]}")
-    return Feedback(UNREADABLE, f"Answer with one of the words {', '.join(map(repr, ex.choices))}.")
+def _as_array(answer):
+    """(float array, None) or (None, why it is not one)."""
+    if hasattr(answer, "_parents") and hasattr(answer, "data"):  # a haaw node
+        if np.ndim(answer.data) == 0:
+            return None, "You passed a Value, not an array. Compute the array with NumPy (or pass a Tensor's .data)."
+        answer = answer.data
+    if isinstance(answer, (str, bytes, dict, bool)) or answer is None:
+        return None, f"Expected a NumPy array, got {type(answer).__name__}."
+    try:
+        array = np.asarray(answer, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None, f"Expected a NumPy array of numbers, got {type(answer).__name__} that is not one."
+    if not np.all(np.isfinite(array)):
+        return None, "Your array contains inf or nan: look for a division by zero or an overflow."
+    return array, None
+
+
+def _matches(a: np.ndarray, b: np.ndarray, rtol: float) -> bool:
+    return a.shape == b.shape and np.allclose(a, b, rtol=rtol, atol=rtol)
+
+
+def _check_array(ex: Exercise, answer) -> Feedback:
+    array, problem = _as_array(answer)
+    if problem:
+        return Feedback(UNREADABLE, problem)
+    expected = ex.answer
+    if _matches(array, expected, ex.rtol):
+        return Feedback(CORRECT, f"Correct: shape {expected.shape}, every entry right.")
+    for wrong, why in ex.mistake_pairs():
+        if _matches(array, np.asarray(wrong, dtype=np.float64), ex.rtol):
+            return Feedback(WRONG, f"Not quite. {why}")
+    if array.shape != expected.shape:
+        if array.ndim == 2 and _matches(array.T, expected, ex.rtol):
+            return Feedback(WRONG, f"Not quite: you have the transpose, shape {array.shape}. A gradient has the "
+                                   f"shape of what it is the gradient of, {expected.shape}: swap the order of the product.")
+        return Feedback(WRONG, f"Not quite: your answer has shape {array.shape}, but it must have shape "
+                               f"{expected.shape}, the shape of what it is the gradient of.")
+    if _matches(-array, expected, ex.rtol):
+        return Feedback(WRONG, "Not quite: every entry has the wrong sign.")
+    wrong = ~np.isclose(array, expected, rtol=ex.rtol, atol=ex.rtol)
+    first = tuple(int(i) for i in np.argwhere(wrong)[0])
+    return Feedback(WRONG, f"Not quite: {int(wrong.sum())} of {wrong.size} entries differ; the first at {first}: "
+                           f"yours {array[first]:g}, expected {expected[first]:g}. Try hint({ex.key!r}).")
 
 
 def hint(key, level: int | None = None) -> Feedback:
