@@ -29,22 +29,25 @@ def optional_torch(quiet: bool = False):
     return torch
 
 
-def compare(name: str, ours, reference, rtol: float = 1e-7, atol: float = 1e-12) -> bool:
+def compare(name: str, ours, reference, rtol: float = 1e-7, atol: float = 1e-12) -> None:
     """Print a one-line verdict for ``ours`` against ``reference``: exact, close or WRONG."""
+    print(verdict(name, ours, reference, rtol, atol))
+
+
+def verdict(name: str, ours, reference, rtol: float = 1e-7, atol: float = 1e-12) -> str:
+    """The line ``compare`` prints; it starts with the name and contains WRONG on a mismatch."""
     a = _as_array(ours)
     b = _as_array(reference)
     if a.shape != b.shape:
-        print(f"{name:<12} WRONG  shapes differ: ours {a.shape}, reference {b.shape}")
-        return False
+        return f"{name:<12} WRONG  shapes differ: ours {a.shape}, reference {b.shape}"
     diff = float(np.max(np.abs(a - b), initial=0.0))
     if np.array_equal(a, b):
-        verdict = "exact"
+        word = "exact"
     elif np.allclose(a, b, rtol=rtol, atol=atol):
-        verdict = f"close (max diff {diff:.1e})"
+        word = f"close (max diff {diff:.1e})"
     else:
-        verdict = f"WRONG (max diff {diff:.3g})"
-    print(f"{name:<12} {verdict}")
-    return not verdict.startswith("WRONG")
+        word = f"WRONG (max diff {diff:.3g})"
+    return f"{name:<12} {word}"
 
 
 def _as_array(x) -> np.ndarray:
@@ -61,12 +64,12 @@ def torch_check(fn, *arrays, names=None, seed: int = 0, rtol: float = 1e-7, atol
 
     ``fn`` is written once, with operations both libraries spell the same way (``@``, ``+``,
     ``.exp()``, ``.sum(axis=...)``, ``.T``...). A non-scalar output is given the same random
-    upstream gradient in both. Prints one verdict line per quantity and returns True when all
-    agree, or None (after saying so) when torch is not available.
+    upstream gradient in both. Prints one verdict line per quantity (or, without torch, that
+    it skipped) and returns nothing, so a notebook cell ends with the verdicts alone.
     """
     torch = optional_torch()
     if torch is None:
-        return None
+        return
     from .tensor import Tensor
 
     arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
@@ -77,7 +80,6 @@ def torch_check(fn, *arrays, names=None, seed: int = 0, rtol: float = 1e-7, atol
     upstream = np.random.default_rng(seed).standard_normal(out.shape)
     out.backward(upstream if out.data.size != 1 else None)
     ref.backward(torch.tensor(upstream).reshape(ref.shape))
-    ok = compare("output", out, ref, rtol, atol)
+    compare("output", out, ref, rtol, atol)
     for name, a, b in zip(names, ours, theirs):
-        ok &= compare(f"d/d{name}", a.grad, b.grad, rtol, atol)
-    return ok
+        compare(f"d/d{name}", a.grad, b.grad, rtol, atol)

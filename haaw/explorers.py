@@ -63,3 +63,29 @@ def backward_stepper(root, width: int | None = None):
     slider.observe(redraw, names="value")
     redraw()
     return widgets.VBox([slider, text, picture])
+
+
+def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
+    """Sliders for batch size and layer sizes: which matrices meet in each gradient of Y = XW."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .matmul_gradients import describe_matmul_gradients
+    from .plots import plot_matmul_shapes
+
+    sliders = [widgets.IntSlider(value=v, min=1, max=8, description=d)
+               for v, d in ((B, "batch B"), (n, "inputs n"), (m, "outputs m"))]
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        b, n_, m_ = (s.value for s in sliders)
+        text.value = "<pre>" + describe_matmul_gradients(b, n_, m_) + "</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            plot_matmul_shapes(b, n_, m_)
+            plt.show()
+
+    for s in sliders:
+        s.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(sliders), text, picture])

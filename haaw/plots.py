@@ -32,3 +32,56 @@ def plot_tangent_step(w: float = 2.0, x: float = 3.0, lr: float = 0.01, ax=None)
     ax.axhline(0, color="0.8", lw=0.8)
     ax.legend(loc="upper center", fontsize=8, frameon=False)
     return ax
+
+
+def plot_matmul_shapes(B: int = 4, n: int = 3, m: int = 2, ax=None):
+    """The three products of a linear layer drawn to scale: Y = XW, dW = XᵀG, dX = GWᵀ."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3))
+    colours = {"X": "#4c72b0", "W": "#dd8452", "Y": "#8c8c8c", "G": "#c44e52",
+               "Xᵀ": "#4c72b0", "Wᵀ": "#dd8452", "dW": "#dd8452", "dX": "#4c72b0"}
+    rows = [("Y = X W", [("X", B, n), ("W", n, m), ("Y", B, m)]),
+            ("dL/dW = Xᵀ G", [("Xᵀ", n, B), ("G", B, m), ("dW", n, m)]),
+            ("dL/dX = G Wᵀ", [("G", B, m), ("Wᵀ", m, n), ("dX", B, n)])]
+    cell, x0, top = 0.3, 0.0, 0.0
+    for title, mats in rows:
+        x = x0
+        ax.text(x0, top + 0.5, title, fontsize=10, weight="bold")
+        for k, (name, r, c) in enumerate(mats):
+            ax.add_patch(Rectangle((x, top - r * cell), c * cell, r * cell, facecolor=colours[name],
+                                   alpha=0.35 if name in ("dW", "dX", "Y") else 0.8, edgecolor="black"))
+            ax.text(x + c * cell / 2, top - r * cell - 0.35, f"{name}\n{r}×{c}", ha="center", va="top", fontsize=8)
+            x += c * cell + 0.7
+            if k < 2:
+                ax.text(x - 0.35, top - 0.45, "=" if k == 1 else "@", fontsize=11, ha="center", va="center")
+        x0 = x + 0.6
+    ax.set_xlim(-0.2, x0)
+    tallest = max(r for _, mats in rows for _, r, _ in mats)
+    ax.set_ylim(top - tallest * cell - 1.1, top + 0.9)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return ax
+
+
+def plot_decision_boundary(model, points, labels, ax=None, title=""):
+    """The class a 2-D classifier predicts everywhere (background) and the data (dots)."""
+    import matplotlib.pyplot as plt
+
+    from .tensor import Tensor, no_grad
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 3.5))
+    pad = 0.5
+    xs = np.linspace(points[:, 0].min() - pad, points[:, 0].max() + pad, 120)
+    ys = np.linspace(points[:, 1].min() - pad, points[:, 1].max() + pad, 120)
+    grid_x, grid_y = np.meshgrid(xs, ys)
+    with no_grad():
+        logits = model(Tensor(np.stack([grid_x.ravel(), grid_y.ravel()], axis=1))).data
+    ax.contourf(grid_x, grid_y, logits.argmax(axis=1).reshape(grid_x.shape), levels=[-0.5, 0.5, 1.5],
+                colors=["#aec7e8", "#ffbb78"], alpha=0.7)
+    ax.scatter(points[:, 0], points[:, 1], c=np.where(labels == 0, "#1f77b4", "#ff7f0e"), s=10, edgecolor="k", lw=0.3)
+    ax.set(title=title, xticks=[], yticks=[])
+    return ax
