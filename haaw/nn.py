@@ -69,3 +69,69 @@ class MLP(Module):
             if i < len(self.layers) - 1:
                 x = getattr(x, self.activation)()
         return x
+
+
+class LayerNorm(Module):
+    """Normalise each feature vector, then a learned scale (1) and shift (0) per feature."""
+
+    def __init__(self, features: int, eps: float = 1e-5, *, dtype=np.float64):
+        self.weight = Tensor(np.ones(features, dtype=dtype), requires_grad=True, label="γ")
+        self.bias = Tensor(np.zeros(features, dtype=dtype), requires_grad=True, label="β")
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        from .functional import layer_norm
+
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class SelfAttention(Module):
+    """Multi-head self-attention: project to queries, keys and values, attend per head, project back."""
+
+    def __init__(self, dim: int, heads: int, *, seed=0, dtype=np.float64):
+        if dim % heads:
+            raise ValueError(f"SelfAttention: dim {dim} is not divisible by {heads} heads")
+        self.heads = heads
+        self.q, self.k, self.v, self.out = (Linear(dim, dim, seed=seed + i, dtype=dtype) for i in range(4))
+
+    def split_heads(self, x: Tensor) -> Tensor:  # (B, T, D) -> (B, heads, T, D / heads)
+        B, T, D = x.shape
+        return x.reshape(B, T, self.heads, D // self.heads).swapaxes(1, 2)
+
+    def forward(self, x: Tensor, mask=None) -> Tensor:
+        from .functional import attention
+
+        B, T, D = x.shape
+        heads = attention(self.split_heads(self.q(x)), self.split_heads(self.k(x)),
+                          self.split_heads(self.v(x)), mask=mask)
+        return self.out(heads.swapaxes(1, 2).reshape(B, T, D))
+
+
+class FeedForward(Module):
+    """Linear → GELU → Linear, widening by ``expand`` in between."""
+
+    def __init__(self, dim: int, expand: int = 4, *, seed=0, dtype=np.float64):
+        self.up = Linear(dim, expand * dim, seed=seed, dtype=dtype)
+        self.down = Linear(expand * dim, dim, seed=seed + 1, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        from .functional import gelu
+
+        return self.down(gelu(self.up(x)))
+
+
+class TransformerBlock(Module):
+    """Pre-norm block: x + Attention(LN(x)), then + FeedForward(LN(·)).
+
+    The two additions are the residual paths: each passes its incoming gradient straight
+    through, whatever the sublayer beside it does.
+    """
+
+    def __init__(self, dim: int, heads: int, *, seed=0, dtype=np.float64):
+        self.ln1, self.ln2 = LayerNorm(dim, dtype=dtype), LayerNorm(dim, dtype=dtype)
+        self.attn = SelfAttention(dim, heads, seed=seed, dtype=dtype)
+        self.ff = FeedForward(dim, seed=seed + 10, dtype=dtype)
+
+    def forward(self, x: Tensor, mask=None) -> Tensor:
+        x = x + self.attn(self.ln1(x), mask=mask)
+        return x + self.ff(self.ln2(x))

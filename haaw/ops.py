@@ -281,6 +281,26 @@ def softmax_vjp(g, saved, needs, axis=-1):
     return (s * (g - np.sum(g * s, axis=axis, keepdims=True)),)
 
 
+def masked_softmax(a, mask, axis=-1):
+    """Softmax over the entries where ``mask`` is True; the others get exactly 0.
+
+    A row with no True entry at all (everything masked) gets all zeros, not 0/0 = NaN, and so
+    does its gradient: a padded query that may attend to nothing contributes nothing.
+    """
+    kept = np.where(mask, a, -np.inf)
+    top = np.max(kept, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0)
+    weights = np.where(mask, np.exp(np.where(mask, a, 0) - top), 0).astype(a.dtype, copy=False)
+    total = np.sum(weights, axis=axis, keepdims=True)
+    out = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+    return out, (out,)
+
+
+def masked_softmax_vjp(g, saved, needs, mask, axis=-1):
+    (s,) = saved  # same formula as softmax: s is 0 where masked, so those entries get 0
+    return (s * (g - np.sum(g * s, axis=axis, keepdims=True)),)
+
+
 def log_softmax(a, axis=-1):
     shifted = a - np.max(a, axis=axis, keepdims=True)
     out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
@@ -327,6 +347,7 @@ OPS = {op.name: op for op in [
     Op("getitem", getitem, getitem_vjp, _free),
     Op("concatenate", concatenate, concatenate_vjp, _free),
     Op("softmax", softmax, softmax_vjp),
+    Op("masked_softmax", masked_softmax, masked_softmax_vjp),
     Op("log_softmax", log_softmax, log_softmax_vjp),
     Op("cross_entropy_rows", cross_entropy_rows, cross_entropy_rows_vjp, _reduction),
 ]}

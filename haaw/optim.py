@@ -19,3 +19,21 @@ class SGD:
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
+
+
+def clip_grad_norm(params, max_norm: float) -> float:
+    """Scale all gradients together so that their global norm is at most ``max_norm``.
+
+    Returns the norm *before* clipping: the number to log and watch. Clipping hides a
+    symptom (one huge step); it does not fix what made the gradient huge.
+    """
+    import numpy as np
+
+    grads = [p.grad for p in params if p.grad is not None]
+    total = float(np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads)))
+    if total > max_norm:
+        scale = max_norm / (total + 1e-6)
+        for p in params:
+            if p.grad is not None:
+                p.grad = p.grad * scale  # a new array: gradients are never changed in place
+    return total

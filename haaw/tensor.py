@@ -260,6 +260,11 @@ class Tensor:
     def T(self):
         return self.transpose()
 
+    def swapaxes(self, axis1: int, axis2: int):
+        axes = list(range(self.ndim))
+        axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+        return self.transpose(axes)
+
     def __getitem__(self, index):
         if isinstance(index, Tensor):
             index = index.data

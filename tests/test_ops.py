@@ -128,6 +128,22 @@ def softmax_spec(name):
     return spec
 
 
+def masked_softmax_spec(data):
+    shape = data.draw(st.lists(dims, min_size=2, max_size=3).map(tuple), label="shape")
+    mask = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="mask")).random(shape) < 0.7
+    mask[..., 0, :] = False  # one row fully masked: output 0, gradient 0, never NaN
+
+    def fn(a):
+        if is_torch(a):
+            import torch
+            m = torch.as_tensor(mask)
+            w = torch.softmax(a.masked_fill(~m, -torch.inf), -1)
+            return torch.nan_to_num(w, nan=0.0)  # torch's plain softmax gives NaN on the masked row
+        from haaw.tensor import apply
+        return apply("masked_softmax", a, mask=mask, axis=-1)
+    return fn, [values(data, shape, -4, 4)]
+
+
 def cross_entropy_spec(data):
     lead = data.draw(st.lists(dims, min_size=1, max_size=2).map(tuple), label="batch shape")
     classes = data.draw(st.integers(2, 5), label="classes")
@@ -173,6 +189,7 @@ SPECS = {
     "concatenate": concatenate_spec,
     "softmax": softmax_spec("softmax"),
     "log_softmax": softmax_spec("log_softmax"),
+    "masked_softmax": masked_softmax_spec,
     "cross_entropy_rows": cross_entropy_spec,
 }
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
