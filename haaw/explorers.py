@@ -89,3 +89,37 @@ def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
         s.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox(sliders), text, picture])
+
+
+def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
+    """Depth, initialisation scale and the residual / LayerNorm switches: the gradient per layer."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .gradient_flow import deep_stack_grad_norms
+    from .plots import plot_gradient_norms
+
+    depth_slider = widgets.IntSlider(value=depth, min=2, max=100, description="depth")
+    scale_slider = widgets.FloatSlider(value=init_scale, min=0.5, max=1.5, step=0.05, description="init scale")
+    residual = widgets.Checkbox(value=False, description="residual")
+    normalise = widgets.Checkbox(value=False, description="LayerNorm")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        norms = deep_stack_grad_norms(depth_slider.value, init_scale=scale_slider.value,
+                                      residual=residual.value, normalise=normalise.value)
+        factor = (norms[0] / norms[-1]) ** (1 / max(len(norms) - 1, 1))
+        text.value = (f"<pre>first layer / last layer: {norms[0] / norms[-1]:.3g}   "
+                      f"average factor per layer: {factor:.3f}</pre>")
+        picture.clear_output(wait=True)
+        with picture:
+            ax = plot_gradient_norms({"this setting": norms})
+            ax.set_ylim(min(1e-4, norms.min() / 2), max(1e4, norms.max() * 2))
+            plt.show()
+
+    for w in (depth_slider, scale_slider, residual, normalise):
+        w.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([depth_slider, scale_slider]), widgets.HBox([residual, normalise]),
+                         text, picture])

@@ -85,3 +85,16 @@ def plot_decision_boundary(model, points, labels, ax=None, title=""):
     ax.scatter(points[:, 0], points[:, 1], c=np.where(labels == 0, "#1f77b4", "#ff7f0e"), s=10, edgecolor="k", lw=0.3)
     ax.set(title=title, xticks=[], yticks=[])
     return ax
+
+
+def plot_gradient_norms(curves: dict, ax=None, title: str = ""):
+    """Gradient norm reaching each layer's input, one line per setting, on a log scale."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.4))
+    for name, norms in curves.items():
+        ax.semilogy(np.arange(len(norms)), norms, label=name)
+    ax.set(xlabel="layer (0 = input end)", ylabel="‖dL/d(layer input)‖", title=title)
+    ax.legend(frameon=False, fontsize=8)
+    return ax

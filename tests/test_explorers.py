@@ -42,3 +42,25 @@ def test_backward_stepper_walks_the_pass_one_node_at_a_time():
     assert "w.grad 0 += 36 → 36" in text.value
     assert picture.value != first_picture and "+= 36" in picture.value
     assert w.grad == 0.0  # exploring does not touch the learner's gradients
+
+
+def test_matmul_shape_explorer_redraws_for_new_sizes():
+    from haaw.explorers import matmul_shape_explorer
+
+    box = matmul_shape_explorer()
+    batch = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    assert "X (4, 3)" in text.value
+    batch.value = 7
+    assert "X (7, 3)" in text.value and "B = 7 is summed away" in text.value
+
+
+def test_gradient_flow_explorer_reacts_to_the_residual_switch():
+    from haaw.explorers import gradient_flow_explorer
+
+    box = gradient_flow_explorer(depth=30)
+    residual = find(box, "Checkbox")[0]
+    text = find(box, "HTML")[0]
+    plain = text.value
+    residual.value = True
+    assert text.value != plain and "first layer / last layer" in text.value
