@@ -123,3 +123,29 @@ def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
     redraw()
     return widgets.VBox([widgets.HBox([depth_slider, scale_slider]), widgets.HBox([residual, normalise]),
                          text, picture])
+
+
+def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
+    """d_k, temperature and the 1/√d_k switch: how peaked the attention gets, how big its gradient."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .attention_scaling import describe_attention_row
+    from .plots import plot_attention_row
+
+    dims = widgets.SelectionSlider(options=[2**i for i in range(11)], value=d_k, description="d_k")
+    temp = widgets.FloatSlider(value=temperature, min=0.1, max=4.0, step=0.1, description="temperature")
+    scaled = widgets.Checkbox(value=True, description="divide by √d_k")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        text.value = "<pre>" + describe_attention_row(dims.value, scaled.value, temp.value) + "</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            plot_attention_row(dims.value, scaled.value, temp.value)
+            plt.show()
+
+    for w in (dims, temp, scaled):
+        w.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([dims, temp, scaled]), text, picture])

@@ -98,3 +98,18 @@ def plot_gradient_norms(curves: dict, ax=None, title: str = ""):
     ax.set(xlabel="layer (0 = input end)", ylabel="‖dL/d(layer input)‖", title=title)
     ax.legend(frameon=False, fontsize=8)
     return ax
+
+
+def plot_attention_row(d_k: int, scaled: bool = True, temperature: float = 1.0, ax=None):
+    """The attention weights one query gives 16 random keys."""
+    import matplotlib.pyplot as plt
+
+    from .attention_scaling import attention_row
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 2.6))
+    row = attention_row(d_k, scaled, temperature)
+    ax.bar(np.arange(len(row["weights"])), row["weights"], color="#4c72b0")
+    ax.set(ylim=(0, 1), xlabel="key", ylabel="attention weight",
+           title=f"d_k = {d_k}, {'÷√d_k' if scaled else 'unscaled'}, T = {temperature:g}: entropy {row['entropy']:.2f}")
+    return ax

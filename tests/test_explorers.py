@@ -64,3 +64,14 @@ def test_gradient_flow_explorer_reacts_to_the_residual_switch():
     plain = text.value
     residual.value = True
     assert text.value != plain and "first layer / last layer" in text.value
+
+
+def test_attention_scaling_explorer_reacts_to_d_k():
+    from haaw.explorers import attention_scaling_explorer
+
+    box = attention_scaling_explorer()
+    d_k = find(box, "SelectionSlider")[0]
+    text = find(box, "HTML")[0]
+    assert text.value.startswith("<pre>d_k = 64")
+    d_k.value = 512
+    assert text.value.startswith("<pre>d_k = 512")

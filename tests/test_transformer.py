@@ -7,6 +7,7 @@ from haaw import Tensor, gradcheck
 from haaw.instruments import GradientRecorder, parameter_grad_norms
 from haaw.nn import TransformerBlock
 from haaw.optim import clip_grad_norm
+from haaw.torch_mirror import block_in_torch
 
 rng = np.random.default_rng(0)
 
@@ -80,23 +81,6 @@ def test_attention_matches_torch_scaled_dot_product_attention(torch, masked):
         np.testing.assert_allclose(a.grad, t.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
-def torch_block(block, x, mask, torch):
-    """The same pre-norm block written in torch, with our weights (torch's Linear stores Wᵀ)."""
-    P = {id(p): torch.tensor(p.data, requires_grad=True) for p in block.parameters()}
-    lin = lambda layer, h: h @ P[id(layer.weight)] + P[id(layer.bias)]
-    ln = lambda norm, h: torch.nn.functional.layer_norm(h, h.shape[-1:], P[id(norm.weight)], P[id(norm.bias)])
-    B, T, D = x.shape
-    H = block.attn.heads
-    split = lambda h: h.reshape(B, T, H, D // H).transpose(1, 2)
-    a = ln(block.ln1, x)
-    att = torch.nn.functional.scaled_dot_product_attention(
-        split(lin(block.attn.q, a)), split(lin(block.attn.k, a)), split(lin(block.attn.v, a)),
-        attn_mask=torch.tensor(mask))
-    x = x + lin(block.attn.out, att.transpose(1, 2).reshape(B, T, D))
-    f = lin(block.ff.down, torch.nn.functional.gelu(lin(block.ff.up, ln(block.ln2, x)), approximate="tanh"))
-    return x + f, P
-
-
 def test_a_whole_transformer_block_matches_torch_with_identical_weights(torch):
     block = TransformerBlock(8, heads=2, seed=3)
     x = rng.standard_normal((2, 5, 8))
@@ -106,7 +90,7 @@ def test_a_whole_transformer_block_matches_torch_with_identical_weights(torch):
     G = rng.standard_normal(out.shape)
     out.backward(G)
     x_torch = torch.tensor(x, requires_grad=True)
-    ref, P = torch_block(block, x_torch, mask, torch)
+    ref, P = block_in_torch(block, x_torch, mask, torch)
     ref.backward(torch.tensor(G))
     np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(xt.grad, x_torch.grad.numpy(), rtol=1e-9, atol=1e-11)
@@ -133,3 +117,13 @@ def test_clip_grad_norm_returns_the_norm_before_and_scales_all_gradients_togethe
     assert clip_grad_norm([a, b], max_norm=1.0) == pytest.approx(5.0)
     np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5)
     assert clip_grad_norm([a, b], max_norm=10.0) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_the_block_diagram_is_condensed_from_the_engine_s_own_graph():
+    from haaw.condense import block_diagram
+
+    block = TransformerBlock(8, heads=2, seed=1)
+    picture = block_diagram(block, rng.standard_normal((1, 4, 8)), mask=F.causal_mask(4))
+    assert repr(picture) == "<computation graph: 7 values, 6 operations>"
+    for label in ("LN₁(x)", "Attn", "x + Attn", "LN₂", "FFN", "out"):
+        assert label in picture.svg
