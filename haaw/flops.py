@@ -10,12 +10,14 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 _active: list["FlopCounter"] = []
+_recomputing = [False]
 
 
 class FlopCounter:
     def __init__(self):
         self.forward = defaultdict(int)  # op name -> flops
         self.backward = defaultdict(int)
+        self.recompute = defaultdict(int)  # forward work done again during backward (checkpointing)
 
     @property
     def total_forward(self) -> int:
@@ -24,6 +26,10 @@ class FlopCounter:
     @property
     def total_backward(self) -> int:
         return sum(self.backward.values())
+
+    @property
+    def total_recompute(self) -> int:
+        return sum(self.recompute.values())
 
     def table(self) -> str:
         """Per operation: forward flops, backward flops and their ratio."""
@@ -34,6 +40,8 @@ class FlopCounter:
             lines.append(f"{name:<20}{f:>14,}{b:>14,}{ratio:>9}")
         f, b = self.total_forward, self.total_backward
         lines.append(f"{'total':<20}{f:>14,}{b:>14,}{(b / f if f else 0):>9.2f}")
+        if self.recompute:
+            lines.append(f"{'recomputed forward':<20}{self.total_recompute:>14,}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -51,6 +59,18 @@ def count_flops():
         _active.remove(counter)
 
 
+@contextmanager
+def recomputing():
+    """Forward work done inside this block is counted as recomputation, not as forward."""
+    previous, _recomputing[0] = _recomputing[0], True
+    try:
+        yield
+    finally:
+        _recomputing[0] = previous
+
+
 def record(direction: str, name: str, flops: int) -> None:
+    if direction == "forward" and _recomputing[0]:
+        direction = "recompute"
     for counter in _active:
         getattr(counter, direction)[name] += flops

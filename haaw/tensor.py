@@ -12,7 +12,7 @@ from numbers import Number
 
 import numpy as np
 
-from . import autograd, flops
+from . import autograd, flops, memory
 from .ops import OPS
 
 _grad_enabled = True
@@ -65,16 +65,25 @@ def apply(name: str, *inputs: "Tensor", **params) -> "Tensor":
             raise ValueError(problem) from None
         raise
     needs = tuple(t.requires_grad for t in inputs)
-    record = _grad_enabled and any(needs)
-    result = Tensor(out, requires_grad=record)
+    result = Tensor(out)
     if flops._active:
         forward_flops, _ = op.flops([t.data for t in inputs], result.data, needs)
         flops.record("forward", name, forward_flops)
-    if record:
-        result._parents = inputs
-        result._op = name
-        result._ctx = (saved, needs, params)
+    if _grad_enabled and any(needs):
+        record(result, op, inputs, saved, needs, params)
     return result
+
+
+def record(result: "Tensor", op, inputs, saved, needs, params) -> None:
+    """Make ``result`` a node of the graph: its parents, its operation, what backward will need."""
+    result.requires_grad = True
+    result._parents = tuple(inputs)
+    result._op = op.name
+    result._ctx = (op, saved, needs, params)
+    if memory._active:
+        leaves = frozenset(id(t.data) for t in inputs if not t._parents)  # parameters, data
+        for tracker in memory._active:
+            tracker.saved(id(result), op.name, saved, leaves)
 
 
 def _lift(x, like: "Tensor") -> "Tensor":
@@ -115,12 +124,14 @@ class Tensor:
 
     # --- the protocol of the shared backward algorithm ----------------------------------------
     def _vjp(self, upstream):
-        saved, needs, params = self._ctx
-        op = OPS[self._op]
+        op, saved, needs, params = self._ctx
         if flops._active:
             _, backward_flops = op.flops([p.data for p in self._parents], self.data, needs)
             flops.record("backward", self._op, backward_flops)
-        return op.vjp(upstream, saved, needs, **params)
+        grads = op.vjp(upstream, saved, needs, **params)
+        for tracker in memory._active:
+            tracker.released(id(self), self._op)
+        return grads
 
     def _reset_grad(self):
         self.grad = None

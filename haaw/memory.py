@@ -1,0 +1,85 @@
+"""What the backward pass keeps alive: the arrays each operation saves for its backward.
+
+Inside ``with track_memory() as memory:`` every recorded operation reports the arrays it saved
+(see ``saved`` in ``haaw.ops``), and every backward step reports when its saved arrays have been
+used. Arrays that belong to leaves (parameters, the input batch) are not counted: they exist
+anyway; what is counted is what the forward pass created and kept only for the backward pass. ``memory.table()`` lists the bytes per operation; ``memory.peak`` is the most that was alive
+at once, counting an array shared by two operations (a ReLU's output is also the next matmul's
+input) once. The peak is normally reached right where forward ends and backward begins.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import contextmanager
+
+import numpy as np
+
+_active: list["MemoryTracker"] = []
+
+
+def _arrays(saved, leaves=frozenset()) -> list:
+    return [a for a in saved if isinstance(a, np.ndarray) and id(a) not in leaves]
+
+
+class MemoryTracker:
+    def __init__(self):
+        self.by_op = defaultdict(lambda: [0, 0])  # op name -> [times, bytes saved]
+        self._buffers = {}  # id(buffer) -> [buffer, number of nodes holding it]
+        self._counted = {}  # id(node) -> the arrays of its that were counted
+        self._released = set()  # ids of nodes whose saved arrays backward has used
+        self.current = 0
+        self.peak = 0
+        self.timeline = []  # (phase, op name, live bytes afterwards)
+
+    def saved(self, node_id: int, op: str, saved, leaves=frozenset()) -> None:
+        arrays = _arrays(saved, leaves)
+        self._counted[node_id] = arrays
+        self.by_op[op][0] += 1
+        self.by_op[op][1] += sum(a.nbytes for a in arrays)
+        for a in arrays:
+            buffer = a if a.base is None else a.base
+            entry = self._buffers.setdefault(id(buffer), [buffer, 0])
+            if entry[1] == 0:
+                self.current += buffer.nbytes
+            entry[1] += 1
+        self.peak = max(self.peak, self.current)
+        self.timeline.append(("forward", op, self.current))
+
+    def released(self, node_id: int, op: str) -> None:
+        if node_id in self._released or node_id not in self._counted:  # e.g. a second backward
+            return
+        self._released.add(node_id)
+        for a in self._counted[node_id]:
+            buffer = a if a.base is None else a.base
+            entry = self._buffers.get(id(buffer))
+            if entry and entry[1] > 0:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self.current -= buffer.nbytes
+        self.timeline.append(("backward", op, self.current))
+
+    @property
+    def total_saved(self) -> int:
+        return sum(nbytes for _, nbytes in self.by_op.values())
+
+    def table(self) -> str:
+        lines = [f"{'operation':<20}{'times':>7}{'bytes saved':>16}"]
+        for name, (times, nbytes) in sorted(self.by_op.items(), key=lambda item: -item[1][1]):
+            lines.append(f"{name:<20}{times:>7}{nbytes:>16,}")
+        lines.append(f"{'total':<20}{sum(t for t, _ in self.by_op.values()):>7}{self.total_saved:>16,}")
+        lines.append(f"peak alive at once (shared arrays counted once): {self.peak:,} bytes")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.table()
+
+
+@contextmanager
+def track_memory():
+    """Account for every array saved for backward inside the block, and when it is released."""
+    tracker = MemoryTracker()
+    _active.append(tracker)
+    try:
+        yield tracker
+    finally:
+        _active.remove(tracker)
