@@ -149,3 +149,31 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
         w.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox([dims, temp, scaled]), text, picture])
+
+
+def checkpoint_explorer(depth: int = 16):
+    """Checkpoint segments of k blocks: peak memory and recomputed work, as k changes."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .checkpoint_study import describe, measure
+
+    baseline = measure(depth, segment=None, repeats=0)
+    segment = widgets.IntSlider(value=4, min=1, max=depth, description="segment k")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        result = measure(depth, segment=segment.value, repeats=0)
+        text.value = f"<pre>checkpoint every {segment.value} block(s): {describe(result, baseline)}</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            fig, ax = plt.subplots(figsize=(6, 2.8))
+            ax.plot(baseline["timeline"], label="no checkpointing")
+            ax.plot(result["timeline"], label=f"segments of {segment.value}")
+            ax.set(xlabel="operation (forward, then backward)", ylabel="bytes kept for backward")
+            ax.legend(frameon=False, fontsize=8)
+            plt.show()
+
+    segment.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([segment, text, picture])

@@ -25,15 +25,16 @@ class MemoryTracker:
     def __init__(self):
         self.by_op = defaultdict(lambda: [0, 0])  # op name -> [times, bytes saved]
         self._buffers = {}  # id(buffer) -> [buffer, number of nodes holding it]
-        self._counted = {}  # id(node) -> the arrays of its that were counted
+        self._counted = {}  # id(node) -> (node, the arrays of its that were counted); holding the
+        # node keeps its id from being reused by a later node while we track
         self._released = set()  # ids of nodes whose saved arrays backward has used
         self.current = 0
         self.peak = 0
         self.timeline = []  # (phase, op name, live bytes afterwards)
 
-    def saved(self, node_id: int, op: str, saved, leaves=frozenset()) -> None:
+    def saved(self, node, op: str, saved, leaves=frozenset()) -> None:
         arrays = _arrays(saved, leaves)
-        self._counted[node_id] = arrays
+        self._counted[id(node)] = (node, arrays)
         self.by_op[op][0] += 1
         self.by_op[op][1] += sum(a.nbytes for a in arrays)
         for a in arrays:
@@ -45,11 +46,11 @@ class MemoryTracker:
         self.peak = max(self.peak, self.current)
         self.timeline.append(("forward", op, self.current))
 
-    def released(self, node_id: int, op: str) -> None:
-        if node_id in self._released or node_id not in self._counted:  # e.g. a second backward
+    def released(self, node, op: str) -> None:
+        if id(node) in self._released or id(node) not in self._counted:  # e.g. a second backward
             return
-        self._released.add(node_id)
-        for a in self._counted[node_id]:
+        self._released.add(id(node))
+        for a in self._counted[id(node)][1]:
             buffer = a if a.base is None else a.base
             entry = self._buffers.get(id(buffer))
             if entry and entry[1] > 0:

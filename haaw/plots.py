@@ -113,3 +113,22 @@ def plot_attention_row(d_k: int, scaled: bool = True, temperature: float = 1.0, 
     ax.set(ylim=(0, 1), xlabel="key", ylabel="attention weight",
            title=f"d_k = {d_k}, {'÷√d_k' if scaled else 'unscaled'}, T = {temperature:g}: entropy {row['entropy']:.2f}")
     return ax
+
+
+def plot_memory_budget(rows: dict, ax=None):
+    """Stacked bars, one per configuration: weights, gradients, optimizer state, activations (GiB)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.4))
+    names = list(rows)
+    parts = list(next(iter(rows.values())))
+    bottom = np.zeros(len(names))
+    for part, colour in zip(parts, ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]):
+        heights = np.array([rows[n][part] / 2**30 for n in names])
+        ax.barh(names, heights, left=bottom, color=colour, label=part)
+        bottom += heights
+    ax.set(xlabel="GiB")
+    ax.invert_yaxis()
+    ax.legend(frameon=False, fontsize=8, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return ax

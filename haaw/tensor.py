@@ -83,7 +83,7 @@ def record(result: "Tensor", op, inputs, saved, needs, params) -> None:
     if memory._active:
         leaves = frozenset(id(t.data) for t in inputs if not t._parents)  # parameters, data
         for tracker in memory._active:
-            tracker.saved(id(result), op.name, saved, leaves)
+            tracker.saved(result, op.name, saved, leaves)
 
 
 def _lift(x, like: "Tensor") -> "Tensor":
@@ -130,7 +130,7 @@ class Tensor:
             flops.record("backward", self._op, backward_flops)
         grads = op.vjp(upstream, saved, needs, **params)
         for tracker in memory._active:
-            tracker.released(id(self), self._op)
+            tracker.released(self, self._op)
         return grads
 
     def _reset_grad(self):

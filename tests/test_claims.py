@@ -139,3 +139,14 @@ def test_05_dividing_by_sqrt_dk_keeps_the_score_variance_near_1():
     unscaled, scaled = attention_row(512, scaled=False), attention_row(512, scaled=True)
     assert unscaled["max weight"] > 0.999 and scaled["max weight"] < 0.5
     assert unscaled["gradient norm"] < 1e-5 * scaled["gradient norm"]
+
+
+def test_06_checkpointing_saves_activation_memory_at_about_a_third_more_flops():
+    from haaw.checkpoint_study import measure
+
+    plain = measure(depth=8, width=16, batch=8, segment=None, repeats=0)
+    every = measure(depth=8, width=16, batch=8, segment=1, repeats=0)
+    assert every["peak bytes"] < 0.3 * plain["peak bytes"]
+    extra = every["recompute"] / (plain["forward"] + plain["backward"])
+    assert 0.30 < extra < 0.36  # one more forward on top of forward + about two forwards of backward
+    assert plain["recompute"] == 0 and every["seconds"] is None

@@ -75,3 +75,14 @@ def test_attention_scaling_explorer_reacts_to_d_k():
     assert text.value.startswith("<pre>d_k = 64")
     d_k.value = 512
     assert text.value.startswith("<pre>d_k = 512")
+
+
+def test_checkpoint_explorer_remeasures_for_a_new_segment_length():
+    from haaw.explorers import checkpoint_explorer
+
+    box = checkpoint_explorer(depth=4)
+    segment = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    before = text.value
+    segment.value = 1
+    assert text.value != before and "checkpoint every 1 block(s)" in text.value
