@@ -177,3 +177,31 @@ def checkpoint_explorer(depth: int = 16):
     segment.observe(redraw, names="value")
     redraw()
     return widgets.VBox([segment, text, picture])
+
+
+def loss_scale_explorer(log2_scale: int = 0):
+    """A loss-scale slider: which share of real gradients underflows (0) or overflows (inf) in fp16."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .mixed_precision import cast_report
+    from .plots import plot_gradient_ranges
+    from .precision_study import trained_gradients
+
+    grads = trained_gradients()["dL/dlogits"]
+    slider = widgets.IntSlider(value=log2_scale, min=0, max=30, description="log₂ scale")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        scale = 2.0**slider.value
+        r = cast_report(grads, "float16", scale)
+        text.value = (f"<pre>loss scale 2^{slider.value} = {scale:,.0f}: in fp16 {r['zero']:.1%} of the gradients "
+                      f"become 0, {r['inf']:.1%} overflow to inf, {r['kept']:.1%} survive</pre>")
+        picture.clear_output(wait=True)
+        with picture:
+            plot_gradient_ranges(grads, formats=("float16",), scale=scale)
+            plt.show()
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text, picture])

@@ -17,6 +17,17 @@ from typing import Callable
 import numpy as np
 
 
+def _sum(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
+    """np.sum, accumulating 16- and 8-bit formats in float32 and rounding the total back.
+
+    Summing in bfloat16 itself stalls: past 2048 the spacing between bfloat16 numbers is 16, so
+    adding values below 8 changes nothing. Hardware and frameworks accumulate in fp32; so do we.
+    """
+    if a.dtype.itemsize >= 4:
+        return np.sum(a, axis=axis, keepdims=keepdims)
+    return np.asarray(np.sum(a, axis=axis, keepdims=keepdims, dtype=np.float32)).astype(a.dtype)
+
+
 def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum ``g`` down to ``shape``: over the leading dimensions broadcasting added, and over
     every dimension that was 1 in the input and was stretched."""
@@ -24,10 +35,10 @@ def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
         return g
     extra = g.ndim - len(shape)
     if extra:
-        g = g.sum(axis=tuple(range(extra)))
+        g = _sum(g, axis=tuple(range(extra)))
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
     if stretched:
-        g = g.sum(axis=stretched, keepdims=True)
+        g = _sum(g, axis=stretched, keepdims=True)
     return g
 
 
@@ -133,15 +144,24 @@ def neg_vjp(g, saved, needs):
     return (-g,)
 
 
+def _mm(a, b):
+    """a @ b. 16-bit and 8-bit formats multiply in float32 and round the result back, as
+    accelerators do (and NumPy has no fast float16 matmul of its own)."""
+    kind = np.result_type(a, b)
+    if kind.itemsize >= 4:
+        return a @ b
+    return (a.astype(np.float32) @ b.astype(np.float32)).astype(kind)
+
+
 def matmul(a, b):
-    return a @ b, (a, b)
+    return _mm(a, b), (a, b)
 
 
 def matmul_vjp(g, saved, needs):
     """Y = AB: dA = G Bᵀ and dB = Aᵀ G (batched: transpose the last two axes)."""
     a, b = saved
-    da = unbroadcast(g @ np.swapaxes(b, -1, -2), a.shape) if needs[0] else None
-    db = unbroadcast(np.swapaxes(a, -1, -2) @ g, b.shape) if needs[1] else None
+    da = unbroadcast(_mm(g, np.swapaxes(b, -1, -2)), a.shape) if needs[0] else None
+    db = unbroadcast(_mm(np.swapaxes(a, -1, -2), g), b.shape) if needs[1] else None
     return da, db
 
 
@@ -197,7 +217,7 @@ def sigmoid_vjp(g, saved, needs):
 
 # --- reductions -------------------------------------------------------------------------------
 def sum_(a, axis=None, keepdims=False):
-    return np.sum(a, axis=axis, keepdims=keepdims), (a.shape,)
+    return _sum(a, axis=axis, keepdims=keepdims), (a.shape,)
 
 
 def sum_vjp(g, saved, needs, axis=None, keepdims=False):
@@ -206,7 +226,8 @@ def sum_vjp(g, saved, needs, axis=None, keepdims=False):
 
 
 def mean(a, axis=None, keepdims=False):
-    return np.mean(a, axis=axis, keepdims=keepdims), (a.shape,)
+    count = int(np.prod([a.shape[i] for i in _normal_axes(axis, a.ndim)]))
+    return (_sum(a, axis=axis, keepdims=keepdims) / count).astype(a.dtype, copy=False), (a.shape,)
 
 
 def mean_vjp(g, saved, needs, axis=None, keepdims=False):
@@ -271,14 +292,14 @@ def concatenate_vjp(g, saved, needs, axis=0):
 # --- softmax family ---------------------------------------------------------------------------
 def softmax(a, axis=-1):
     shifted = np.exp(a - np.max(a, axis=axis, keepdims=True))  # the same result, no overflow
-    out = shifted / np.sum(shifted, axis=axis, keepdims=True)
+    out = shifted / _sum(shifted, axis=axis, keepdims=True)
     return out, (out,)
 
 
 def softmax_vjp(g, saved, needs, axis=-1):
     """s ⊙ (g − ⟨g, s⟩): the Jacobian diag(s) − ssᵀ applied to g, never built."""
     (s,) = saved
-    return (s * (g - np.sum(g * s, axis=axis, keepdims=True)),)
+    return (s * (g - _sum(g * s, axis=axis, keepdims=True)),)
 
 
 def masked_softmax(a, mask, axis=-1):
@@ -291,25 +312,25 @@ def masked_softmax(a, mask, axis=-1):
     top = np.max(kept, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0)
     weights = np.where(mask, np.exp(np.where(mask, a, 0) - top), 0).astype(a.dtype, copy=False)
-    total = np.sum(weights, axis=axis, keepdims=True)
+    total = _sum(weights, axis=axis, keepdims=True)
     out = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
     return out, (out,)
 
 
 def masked_softmax_vjp(g, saved, needs, mask, axis=-1):
     (s,) = saved  # same formula as softmax: s is 0 where masked, so those entries get 0
-    return (s * (g - np.sum(g * s, axis=axis, keepdims=True)),)
+    return (s * (g - _sum(g * s, axis=axis, keepdims=True)),)
 
 
 def log_softmax(a, axis=-1):
     shifted = a - np.max(a, axis=axis, keepdims=True)
-    out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    out = shifted - np.log(_sum(np.exp(shifted), axis=axis, keepdims=True))
     return out, (out,)
 
 
 def log_softmax_vjp(g, saved, needs, axis=-1):
     (out,) = saved
-    return (g - np.exp(out) * np.sum(g, axis=axis, keepdims=True),)
+    return (g - np.exp(out) * _sum(g, axis=axis, keepdims=True),)
 
 
 def cross_entropy_rows(logits, targets):

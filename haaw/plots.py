@@ -132,3 +132,30 @@ def plot_memory_budget(rows: dict, ax=None):
     ax.invert_yaxis()
     ax.legend(frameon=False, fontsize=8, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     return ax
+
+
+def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), scale: float = 1.0, ax=None):
+    """Histogram of log₂|value × scale|, with each format's smallest subnormal, smallest normal and max."""
+    import matplotlib.pyplot as plt
+
+    from .mixed_precision import format_table
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3))
+    v = np.abs(np.asarray(values, dtype=np.float64) * scale)
+    v = v[v > 0]
+    ax.hist(np.log2(v), bins=80, color="#8c8c8c")
+    rows = {r["format"]: r for r in format_table()}
+    for name, colour in zip(formats, ["#c44e52", "#4c72b0", "#55a868"]):
+        r = rows[name]
+        for key, style in (("smallest subnormal", ":"), ("smallest normal", "--"), ("max", "-")):
+            e = int(round(np.log2(r[key])))
+            label = f"{name} {'largest' if key == 'max' else key}: 2^{e}"
+            if -45 <= e <= 20:
+                ax.axvline(e, color=colour, ls=style, lw=1.5, label=label)
+            else:  # keep it in the legend, say where it is
+                ax.plot([], [], color=colour, ls=style, label=label + " (off the chart)")
+    ax.set(xlabel=f"log₂ |gradient{' × ' + format(scale, 'g') if scale != 1 else ''}|", ylabel="count",
+           xlim=(-45, 20))
+    ax.legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return ax

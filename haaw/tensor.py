@@ -86,6 +86,14 @@ def record(result: "Tensor", op, inputs, saved, needs, params) -> None:
             tracker.saved(result, op.name, saved, leaves)
 
 
+def _is_float(dtype) -> bool:
+    """float16/32/64, or one of ml_dtypes' formats (bfloat16, float8...), which NumPy sees as 'V'."""
+    return dtype.kind == "f" or dtype.name in _ML_FLOATS
+
+
+_ML_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"}
+
+
 def _lift(x, like: "Tensor") -> "Tensor":
     """Wrap a plain number (in ``like``'s dtype, so float32 stays float32) or an array."""
     if isinstance(x, Tensor):
@@ -109,9 +117,9 @@ class Tensor:
             array = np.asarray(data)
         except (TypeError, ValueError) as err:
             raise TypeError(f"Tensor needs numbers in a regular shape; got {type(data).__name__}: {err}") from None
-        if array.dtype.kind not in "biuf":
+        if array.dtype.kind not in "biuf" and not _is_float(array.dtype):
             raise TypeError(f"Tensor holds numbers; got an array of dtype {array.dtype}")
-        if requires_grad and array.dtype.kind != "f":
+        if requires_grad and not _is_float(array.dtype):
             raise TypeError(f"only floating-point tensors can require gradients; this one is {array.dtype} "
                             "(create it with float values, e.g. Tensor(x, dtype...) via x.astype(float))")
         self.data = array

@@ -150,3 +150,15 @@ def test_06_checkpointing_saves_activation_memory_at_about_a_third_more_flops():
     extra = every["recompute"] / (plain["forward"] + plain["backward"])
     assert 0.30 < extra < 0.36  # one more forward on top of forward + about two forwards of backward
     assert plain["recompute"] == 0 and every["seconds"] is None
+
+
+def test_07_fp16_underflows_small_gradients_scaling_recovers_them_bf16_needs_it_less():
+    from haaw.mixed_precision import cast_report
+    from haaw.precision_study import trained_gradients
+
+    grads = trained_gradients(steps=100)["dL/dlogits"]
+    plain, scaled, bf16 = (cast_report(grads, "float16"), cast_report(grads, "float16", 2**10),
+                           cast_report(grads, "bfloat16"))
+    assert plain["zero"] > 0.3  # more than a third of a real model's gradients vanish in fp16
+    assert scaled["zero"] < 0.05 and scaled["inf"] == 0
+    assert bf16["zero"] == 0.0

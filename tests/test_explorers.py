@@ -86,3 +86,14 @@ def test_checkpoint_explorer_remeasures_for_a_new_segment_length():
     before = text.value
     segment.value = 1
     assert text.value != before and "checkpoint every 1 block(s)" in text.value
+
+
+def test_loss_scale_explorer_reports_less_underflow_at_a_larger_scale():
+    from haaw.explorers import loss_scale_explorer
+
+    box = loss_scale_explorer()
+    slider = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    assert "36.3% of the gradients become 0" in text.value
+    slider.value = 10
+    assert "1.9% of the gradients become 0" in text.value
