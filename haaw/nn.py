@@ -30,6 +30,13 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
+    def freeze(self) -> "Module":
+        """Stop training this module: its parameters no longer require (or receive) gradients."""
+        for p in self.parameters():
+            p.requires_grad = False
+            p.grad = None
+        return self
+
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 

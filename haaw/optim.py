@@ -12,9 +12,12 @@ class SGD:
         self.lr = lr
 
     def step(self) -> None:
-        for p in self.params:
-            if p.grad is not None:
-                p.data -= self.lr * p.grad  # in place: the update is not part of any graph
+        from .tensor import no_grad
+
+        with no_grad():  # the update is not part of any graph
+            for p in self.params:
+                if p.grad is not None:  # frozen parameters (requires_grad=False) never get one
+                    p -= self.lr * p.grad  # in place, and versioned: a graph that saved p will notice
 
     def zero_grad(self) -> None:
         for p in self.params:

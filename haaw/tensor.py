@@ -16,6 +16,7 @@ from . import autograd, flops, memory
 from .ops import OPS
 
 _grad_enabled = True
+_detect_anomaly = False
 
 
 @contextmanager
@@ -27,6 +28,26 @@ def no_grad():
         yield
     finally:
         _grad_enabled = previous
+
+
+@contextmanager
+def detect_anomaly():
+    """Stop at the first operation whose forward or backward produces nan or inf, and name it."""
+    global _detect_anomaly
+    previous, _detect_anomaly = _detect_anomaly, True
+    try:
+        yield
+    finally:
+        _detect_anomaly = previous
+
+
+def _grad_enabled_now() -> bool:
+    return _grad_enabled
+
+
+def _non_finite(array) -> bool:
+    array = np.asarray(array)
+    return array.dtype.kind in "fcV" and not np.all(np.isfinite(array.astype(np.float64, copy=False)))
 
 
 def _shape_error(op: str, inputs) -> str | None:
@@ -64,6 +85,9 @@ def apply(name: str, *inputs: "Tensor", **params) -> "Tensor":
         if problem:
             raise ValueError(problem) from None
         raise
+    if _detect_anomaly and _non_finite(out) and not any(_non_finite(t.data) for t in inputs):
+        raise FloatingPointError(f"anomaly: the forward of '{name}' produced nan or inf from finite inputs "
+                                 f"(input shapes {[t.shape for t in inputs]})")
     needs = tuple(t.requires_grad for t in inputs)
     result = Tensor(out)
     if flops._active:
@@ -79,7 +103,11 @@ def record(result: "Tensor", op, inputs, saved, needs, params) -> None:
     result.requires_grad = True
     result._parents = tuple(inputs)
     result._op = op.name
-    result._ctx = (op, saved, needs, params)
+    # versions of the tensors whose arrays were saved (-1: the result itself), to catch in-place edits
+    versions = tuple((i, t._version) for i, t in enumerate(inputs) if any(t.data is a for a in saved))
+    if any(result.data is a for a in saved):
+        versions += ((-1, result._version),)
+    result._ctx = (op, saved, needs, params, versions)
     if memory._active:
         leaves = frozenset(id(t.data) for t in inputs if not t._parents)  # parameters, data
         for tracker in memory._active:
@@ -108,7 +136,7 @@ def _lift(x, like: "Tensor") -> "Tensor":
 class Tensor:
     """An n-dimensional array in a computation graph; ``.grad`` has the same shape."""
 
-    __slots__ = ("data", "grad", "requires_grad", "label", "_parents", "_op", "_ctx")
+    __slots__ = ("data", "grad", "requires_grad", "label", "_parents", "_op", "_ctx", "_version")
 
     def __init__(self, data, requires_grad: bool = False, label: str = ""):
         if isinstance(data, Tensor):
@@ -129,14 +157,26 @@ class Tensor:
         self._parents = ()
         self._op = ""
         self._ctx = None
+        self._version = 0  # bumped by every in-place change, so backward can tell saved values changed
 
     # --- the protocol of the shared backward algorithm ----------------------------------------
     def _vjp(self, upstream):
-        op, saved, needs, params = self._ctx
+        op, saved, needs, params, versions = self._ctx
+        for index, version in versions:
+            tensor = self if index == -1 else self._parents[index]
+            if tensor._version != version:
+                which = "its output" if index == -1 else f"input {index} (shape {tensor.shape})"
+                raise RuntimeError(
+                    f"backward of '{self._op}' needs {which} as it was in the forward pass, but it was "
+                    f"modified in place afterwards (version {tensor._version}, saved at version {version}). "
+                    f"Use an out-of-place operation (y = x + 1, not x += 1), or copy the tensor first.")
         if flops._active:
             _, backward_flops = op.flops([p.data for p in self._parents], self.data, needs)
             flops.record("backward", self._op, backward_flops)
         grads = op.vjp(upstream, saved, needs, **params)
+        if _detect_anomaly and not _non_finite(upstream) and any(g is not None and _non_finite(g) for g in grads):
+            raise FloatingPointError(f"anomaly: the backward of '{self._op}' produced nan or inf "
+                                     f"from a finite upstream gradient")
         for tracker in memory._active:
             tracker.released(self, self._op)
         return grads
@@ -227,6 +267,36 @@ class Tensor:
 
     def __rmatmul__(self, other):
         return apply("matmul", _lift(other, self), self)
+
+    # --- in-place changes: allowed where no gradient is being recorded, and versioned -----------
+    def _in_place(self, name: str, instead: str, change) -> "Tensor":
+        if self.requires_grad and _grad_enabled:
+            raise RuntimeError(f"{name}: in-place change of a tensor that requires a gradient; backward may "
+                               f"need its old value. Write {instead} instead (or use no_grad() for an update).")
+        change(self.data)
+        self._version += 1
+        return self
+
+    def __iadd__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x += ...", "y = x + ...", lambda d: np.add(d, other, out=d, casting="unsafe"))
+
+    def __isub__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x -= ...", "y = x - ...", lambda d: np.subtract(d, other, out=d, casting="unsafe"))
+
+    def __imul__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x *= ...", "y = x * ...", lambda d: np.multiply(d, other, out=d, casting="unsafe"))
+
+    def __itruediv__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x /= ...", "y = x / ...", lambda d: np.divide(d, other, out=d, casting="unsafe"))
+
+    def __setitem__(self, index, value):
+        value = value.data if isinstance(value, Tensor) else value
+        self._in_place("x[...] = ...", "a new tensor (e.g. concatenate the pieces)",
+                       lambda d: d.__setitem__(index, value))
 
     # --- functions -----------------------------------------------------------------------------
     def exp(self):
