@@ -162,11 +162,16 @@ def audit(model, token_losses, reduce, batch, *, optimizer=None, unit: str = "to
                       if g is not None and np.any(g != 0)]
             ratio = float(np.median(ratios))
             same = all(np.allclose(p.grad, g, rtol=1e-6, atol=1e-12) for p, g in zip(params, grads) if g is not None)
-            items.append(Item(f"accumulation over {accumulation} microbatches", PASS if same else FAIL,
-                              "the accumulated gradient equals the one-batch gradient" if same else
-                              f"the accumulated gradient is {ratio:.3g}× the one-batch gradient" +
-                              (f": scale each microbatch loss by 1/{accumulation}" if abs(ratio - accumulation) < 0.05
-                               else ": weight each microbatch by its share of the real tokens")))
+            if same:
+                detail = "the accumulated gradient equals the one-batch gradient"
+            elif abs(ratio - accumulation) < 0.05:
+                detail = (f"the accumulated gradient is {ratio:.3g}× the one-batch gradient: scale each "
+                          f"microbatch loss by 1/{accumulation}")
+            else:
+                detail = (f"the accumulated gradient differs from the one-batch gradient (about {ratio:.3g}× "
+                          "overall, unevenly): the microbatches hold different numbers of real tokens, so "
+                          "divide each one's summed loss by the real tokens of the whole batch")
+            items.append(Item(f"accumulation over {accumulation} microbatches", PASS if same else FAIL, detail))
     finally:
         for p, data, grad in zip(params, saved_data, saved_grads):
             p.data, p.grad = data, grad

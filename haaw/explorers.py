@@ -205,3 +205,28 @@ def loss_scale_explorer(log2_scale: int = 0):
     slider.observe(redraw, names="value")
     redraw()
     return widgets.VBox([slider, text, picture])
+
+
+def padding_explorer(max_extra: int = 12):
+    """Extra padding per row: the loss and gradient with the mask before vs after the reduction."""
+    import ipywidgets as widgets
+    import numpy as np
+
+    from .toy_sequences import gradient, make_model, masked_mean, mean_over_padded, padded_batch
+
+    slider = widgets.IntSlider(value=0, min=0, max=max_extra, description="extra padding")
+    text = widgets.HTML()
+    model = make_model()
+
+    def redraw(_=None):
+        batch = padded_batch(pad_to=6 + slider.value)
+        lines = []
+        for name, reduce in (("mask, then reduce", masked_mean), ("mean over padded size (bug)", mean_over_padded)):
+            loss, grads = gradient(model, reduce, batch)
+            norm = float(np.sqrt(sum(np.sum(g**2) for g in grads)))
+            lines.append(f"{name:<24} loss {loss:.4f}   gradient norm {norm:.4f}")
+        text.value = f"<pre>{6 + slider.value} positions per row, same 16 real tokens\n" + "\n".join(lines) + "</pre>"
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text])

@@ -8,15 +8,16 @@ from haaw.exercises import REGISTRY, check, hint, solution
 from haaw.exercises.core import CORRECT, NOT_ATTEMPTED, UNREADABLE, WRONG
 
 KEYS = sorted(REGISTRY)
-NUMBER_KEYS = [k for k in KEYS if not isinstance(REGISTRY[k].answer, np.ndarray)]
+WORD_KEYS = [k for k in KEYS if REGISTRY[k].choices]
+NUMBER_KEYS = [k for k in KEYS if not isinstance(REGISTRY[k].answer, np.ndarray) and k not in WORD_KEYS]
 ARRAY_KEYS = [k for k in KEYS if isinstance(REGISTRY[k].answer, np.ndarray)]
 MISTAKES = [(key, wrong, why) for key in KEYS for wrong, why in REGISTRY[key].mistake_pairs()]
 GARBAGE = [None, "forty", "", np.array([1.0, 2.0]), np.zeros((2, 2)), [1, 2, 3], {}, object(),
            True, float("nan"), float("inf"), 1e400, complex(1, 2), Value(1.0), [[1, 2]], "1.2.3"]
 
 
-def test_the_course_has_exercises_for_notebooks_01_to_03():
-    assert {k[:2] for k in KEYS} >= {"01", "02", "03"}
+def test_the_course_has_exercises_for_notebooks_01_to_08():
+    assert {k[:2] for k in KEYS} >= {"01", "02", "03", "04", "05", "06", "07", "08"}
     for key in KEYS:
         assert 2 <= sum(k[:2] == key[:2] for k in KEYS) <= 4
 
@@ -26,6 +27,14 @@ def test_the_right_number_passes_in_any_reasonable_form(key):
     answer = REGISTRY[key].answer
     for form in (answer, float(answer), np.float64(answer), np.array([answer]), str(answer)):
         assert check(key, form).status == CORRECT, form
+
+
+@pytest.mark.parametrize("key", WORD_KEYS)
+def test_the_right_words_pass_whatever_the_case_and_spacing(key):
+    for accepted in REGISTRY[key].answer:
+        for form in (accepted, accepted.upper(), f"  {accepted}  ", accepted.replace(" ", "  ")):
+            assert check(key, form).status == CORRECT, form
+    assert "is not one of the answers" in check(key, "banana").message
 
 
 @pytest.mark.parametrize("key", ARRAY_KEYS)
@@ -114,6 +123,8 @@ def test_hints_are_tiered_and_end_at_the_solution(key):
     for i, message in enumerate(shown):
         assert message.startswith(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}")
     assert "solution(" in shown[-1]
+    if key in WORD_KEYS:
+        assert ex.answer[0] in solution(key).message
     if key in NUMBER_KEYS:
         a, text = ex.answer, solution(key).message
         assert any(form in text or form in text.replace(",", "") for form in (str(a), f"{a:,}", f"{a:.2g}"))

@@ -97,3 +97,16 @@ def test_loss_scale_explorer_reports_less_underflow_at_a_larger_scale():
     assert "36.3% of the gradients become 0" in text.value
     slider.value = 10
     assert "1.9% of the gradients become 0" in text.value
+
+
+def test_padding_explorer_shows_the_buggy_loss_moving_with_padding():
+    from haaw.explorers import padding_explorer
+
+    box = padding_explorer()
+    slider = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    before = text.value.splitlines()
+    slider.value = 6
+    after = text.value.splitlines()
+    assert before[1] == after[1]  # mask, then reduce: unchanged
+    assert before[2] != after[2]  # mean over the padded size: moves

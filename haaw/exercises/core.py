@@ -40,6 +40,7 @@ class Exercise:
     solution: str = ""
     rtol: float = 1e-6
     data: dict = field(default_factory=dict)  # arrays the question is about, for the notebook
+    choices: tuple = ()  # for an answer in words: every word the checker understands
 
     def mistake_pairs(self) -> list:
         return list(self.mistakes.items() if isinstance(self.mistakes, dict) else self.mistakes)
@@ -118,6 +119,8 @@ def _check(key, answer) -> Feedback:
                                        f"Stuck? hint({key!r}) gives a nudge.")
     if answer is None:
         return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
+    if ex.choices:
+        return _check_choice(ex, answer)
     if isinstance(ex.answer, np.ndarray):
         return _check_array(ex, answer)
     number, problem = _as_number(answer)
@@ -131,6 +134,21 @@ def _check(key, answer) -> Feedback:
     if _close(number, -float(ex.answer), ex.rtol):
         return Feedback(WRONG, f"Not quite: {_show(number)}. The size is right but the sign is not: check it.")
     return Feedback(WRONG, f"Not quite: {_show(number)} is not it. Try hint({ex.key!r}).")
+
+
+def _check_choice(ex: Exercise, answer) -> Feedback:
+    """Words: the answer (or one of its accepted spellings), a known wrong word, or not understood."""
+    options = ", ".join(repr(c) for c in ex.choices)
+    if not isinstance(answer, str):
+        return Feedback(UNREADABLE, f"Answer with words, one of: {options}.")
+    word = " ".join(answer.strip().lower().split())
+    accepted = ex.answer if isinstance(ex.answer, tuple) else (ex.answer,)
+    if word in accepted:
+        return Feedback(CORRECT, f"Correct: {word}.")
+    for wrong, why in ex.mistake_pairs():
+        if word == wrong:
+            return Feedback(WRONG, f"Not quite: {word}. {why}")
+    return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
 
 
 def _as_array(answer):
