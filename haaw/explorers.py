@@ -230,3 +230,36 @@ def padding_explorer(max_extra: int = 12):
     slider.observe(redraw, names="value")
     redraw()
     return widgets.VBox([slider, text])
+
+
+def workers_explorer(gradient_gb: float = 14.0):
+    """Number of workers: bytes each one sends per step, ring all-reduce against naive exchange,
+    and a simulated all-reduce of real gradients checked against the big batch."""
+    import ipywidgets as widgets
+    import numpy as np
+
+    from .distributed import ring_all_reduce, ring_bytes_per_worker
+    from .toy_regression import initial_weights, make_data, shard_gradient
+
+    slider = widgets.IntSlider(value=4, min=1, max=16, description="workers")
+    text = widgets.HTML()
+    x, y = make_data(64)
+    weights = initial_weights()
+    big = np.concatenate([g.ravel() for g in shard_gradient(weights, x, y)])
+
+    def redraw(_=None):
+        n = slider.value
+        shards = np.array_split(np.arange(len(x)), n)
+        local = [np.concatenate([g.ravel() for g in shard_gradient(weights, x[s], y[s], total=len(x))])
+                 for s in shards]
+        summed, sent = ring_all_reduce(local)
+        diff = float(np.max(np.abs(summed[0] - big)))
+        text.value = (f"<pre>{n} worker(s), {gradient_gb:g} GB of gradients each step:\n"
+                      f"  ring all-reduce: each worker sends {ring_bytes_per_worker(n, gradient_gb):.2f} GB\n"
+                      f"  everyone sends to everyone: each worker sends {(n - 1) * gradient_gb:.1f} GB\n"
+                      f"simulated ring all-reduce of the toy model's gradients ({big.nbytes} bytes): "
+                      f"{sent:.0f} bytes sent per worker, max |difference| from the big batch {diff:.1e}</pre>")
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text])

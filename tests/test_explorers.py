@@ -110,3 +110,14 @@ def test_padding_explorer_shows_the_buggy_loss_moving_with_padding():
     after = text.value.splitlines()
     assert before[1] == after[1]  # mask, then reduce: unchanged
     assert before[2] != after[2]  # mean over the padded size: moves
+
+
+def test_workers_explorer_recomputes_the_bytes_for_more_workers():
+    from haaw.explorers import workers_explorer
+
+    box = workers_explorer()
+    slider = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    assert "ring all-reduce: each worker sends 21.00 GB" in text.value
+    slider.value = 8
+    assert "ring all-reduce: each worker sends 24.50 GB" in text.value
