@@ -159,3 +159,25 @@ def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), sc
            xlim=(-45, 20))
     ax.legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return ax
+
+
+def plot_training_loop(milliseconds: dict, ax=None):
+    """The training loop as a circle of its phases, each labelled with its measured time."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 5.5))
+    names = list(milliseconds)
+    angles = np.pi / 2 - 2 * np.pi * np.arange(len(names)) / len(names)
+    xs, ys = np.cos(angles), np.sin(angles)
+    for i, name in enumerate(names):
+        ax.text(xs[i], ys[i], f"{name}\n{milliseconds[name]:.1f} ms", ha="center", va="center", fontsize=10,
+                bbox=dict(boxstyle="round,pad=0.5", fc="#eef3fb", ec="#4c72b0"))
+        j = (i + 1) % len(names)
+        ax.annotate("", xy=(0.78 * xs[j] + 0.22 * xs[i], 0.78 * ys[j] + 0.22 * ys[i]),
+                    xytext=(0.78 * xs[i] + 0.22 * xs[j], 0.78 * ys[i] + 0.22 * ys[j]),
+                    arrowprops=dict(arrowstyle="->", color="0.4", lw=1.5))
+    ax.text(0, 0, "repeat", ha="center", va="center", fontsize=11, color="0.4")
+    ax.set(xlim=(-1.5, 1.5), ylim=(-1.4, 1.4), aspect="equal")
+    ax.axis("off")
+    return ax

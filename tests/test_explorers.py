@@ -121,3 +121,26 @@ def test_workers_explorer_recomputes_the_bytes_for_more_workers():
     assert "ring all-reduce: each worker sends 21.00 GB" in text.value
     slider.value = 8
     assert "ring all-reduce: each worker sends 24.50 GB" in text.value
+
+
+def test_sampling_explorer_writes_differently_at_another_temperature():
+    from haaw.explorers import sampling_explorer
+    from haaw.tiny_gpt import CharTokenizer, TinyGPT, load_story
+
+    tokenizer = CharTokenizer(load_story())
+    box = sampling_explorer(TinyGPT(len(tokenizer), context=8, seed=0), tokenizer, length=20)
+    slider = find(box, "FloatSlider")[0]
+    text = find(box, "HTML")[0]
+    before = text.value
+    slider.value = 2.0
+    assert text.value != before and text.value.startswith("<pre>the ")
+
+
+def test_the_glossary_quiz_button_reports_a_score():
+    from haaw.glossary import GLOSSARY, glossary_quiz
+
+    box = glossary_quiz()
+    dropdowns = find(box, "Dropdown")
+    dropdowns[0].value = GLOSSARY[0][0]
+    find(box, "Button")[0].click()
+    assert f"1 of {len(GLOSSARY)} right" in find(box, "HTML")[-1].value
