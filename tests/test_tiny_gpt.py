@@ -38,7 +38,7 @@ def test_a_few_adam_steps_lower_the_loss_from_ln_31():
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    assert losses[0] == pytest.approx(np.log(31), abs=0.1)
+    assert losses[0] == pytest.approx(np.log(31), abs=0.3)  # near "knowing nothing"
     assert np.mean(losses[-5:]) < losses[0] - 0.5
 
 
