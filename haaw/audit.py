@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .gradcheck import gradcheck
-from .nn import Module
 from .tensor import Tensor, concatenate
 
 PASS, FAIL, INFO = "✓", "✗", "·"
@@ -48,24 +47,6 @@ class AuditReport:
     __repr__ = __str__
 
 
-def _frozen_tensors(module) -> list:
-    found, seen = [], set()
-
-    def visit(x):
-        if isinstance(x, Tensor) and not x.requires_grad and id(x) not in seen:
-            seen.add(id(x))
-            found.append(x)
-        elif isinstance(x, Module):
-            for value in vars(x).values():
-                visit(value)
-        elif isinstance(x, (list, tuple)):
-            for value in x:
-                visit(value)
-
-    visit(module)
-    return found
-
-
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1.0)
 
@@ -85,7 +66,7 @@ def audit(model, token_losses, reduce, batch, *, optimizer=None, unit: str = "to
     params = model.parameters()
     saved_data = [p.data.copy() for p in params]
     saved_grads = [p.grad for p in params]
-    frozen = _frozen_tensors(model)
+    frozen = [t for t in model.tensors() if not t.requires_grad]
     frozen_data = [t.data.copy() for t in frozen]
     items = []
 

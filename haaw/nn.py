@@ -7,13 +7,13 @@ from .tensor import Tensor
 
 
 class Module:
-    def parameters(self) -> list[Tensor]:
-        """Every tensor with requires_grad in this module and its sub-modules, each once."""
+    def tensors(self) -> list[Tensor]:
+        """Every tensor held by this module and its sub-modules (in lists too), each once, in order."""
         found, seen = [], set()
 
         def visit(x):
             if isinstance(x, Tensor):
-                if x.requires_grad and id(x) not in seen:
+                if id(x) not in seen:
                     seen.add(id(x))
                     found.append(x)
             elif isinstance(x, Module):
@@ -25,6 +25,10 @@ class Module:
 
         visit(self)
         return found
+
+    def parameters(self) -> list[Tensor]:
+        """The tensors that train: those with requires_grad (frozen ones are left out)."""
+        return [t for t in self.tensors() if t.requires_grad]
 
     def zero_grad(self) -> None:
         for p in self.parameters():
