@@ -14,12 +14,14 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import haaw.functional as F
-import scalar_step
 from haaw.nn import MLP
 from haaw.optim import SGD
 from haaw.tensor import Tensor
@@ -145,8 +147,10 @@ def main(argv=None) -> int:
     print("targets: haaw/numpy at most 1.15, haaw/torch below 1")
     if args.tensor_only:
         return 0
-    print()
-    return scalar_step.main(["--quick"] if args.quick else [])
+    print(flush=True)
+    # a fresh process: torch, imported above, leaves many objects for the garbage collector to scan
+    scalar = [sys.executable, str(Path(__file__).with_name("scalar_step.py"))] + (["--quick"] if args.quick else [])
+    return subprocess.run(scalar, check=False).returncode
 
 
 if __name__ == "__main__":

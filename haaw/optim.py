@@ -12,12 +12,10 @@ class SGD:
         self.lr = lr
 
     def step(self) -> None:
-        from .tensor import no_grad
-
-        with no_grad():  # the update is not part of any graph
-            for p in self.params:
-                if p.grad is not None:  # frozen parameters (requires_grad=False) never get one
-                    p -= self.lr * p.grad  # in place, and versioned: a graph that saved p will notice
+        for p in self.params:
+            if p.grad is not None:  # frozen parameters (requires_grad=False) never get one
+                p.data -= self.lr * p.grad  # in place, outside any graph...
+                p._version += 1  # ...and versioned: a graph that saved p will notice
 
     def zero_grad(self) -> None:
         for p in self.params:

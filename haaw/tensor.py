@@ -104,8 +104,9 @@ def record(result: "Tensor", op, inputs, saved, needs, params) -> None:
     result._parents = tuple(inputs)
     result._op = op.name
     # versions of the tensors whose arrays were saved (-1: the result itself), to catch in-place edits
-    versions = tuple((i, t._version) for i, t in enumerate(inputs) if any(t.data is a for a in saved))
-    if any(result.data is a for a in saved):
+    saved_ids = {id(a) for a in saved}
+    versions = tuple((i, t._version) for i, t in enumerate(inputs) if id(t.data) in saved_ids)
+    if id(result.data) in saved_ids:
         versions += ((-1, result._version),)
     result._ctx = (op, saved, needs, params, versions)
     if memory._active:
