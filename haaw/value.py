@@ -10,20 +10,17 @@ from __future__ import annotations
 import math
 from numbers import Real
 
+import numpy as np
+
 from . import autograd
 
 
 def _number(x, what: str) -> float:
-    """``x`` as a float, or a TypeError that says what was expected."""
+    """``x`` as a float (a NumPy scalar or 0-d array is welcome), or a TypeError that says what was expected."""
     if isinstance(x, Real) and not isinstance(x, bool):
         return float(x)
-    try:  # a NumPy scalar or a 0-d array is welcome too
-        import numpy as np
-
-        if isinstance(x, (np.generic, np.ndarray)) and np.ndim(x) == 0 and np.isrealobj(x):
-            return float(x)
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
+    if isinstance(x, (np.generic, np.ndarray)) and np.ndim(x) == 0 and np.isrealobj(x) and x.dtype != bool:
+        return float(x)
     raise TypeError(f"{what} must be a real number, got {type(x).__name__} {x!r:.40}")
 
 
