@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from .tiny_chain import tiny_chain_step
 
+WIDE = {"description_width": "initial"}  # show a slider's whole name ("temperature", not "temperat…")
+
 
 def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
     """Sliders for w, x and η: the loss curve, its tangent at w and one gradient step."""
@@ -17,9 +19,9 @@ def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
     from .plots import plot_tangent_step
 
     sliders = [
-        widgets.FloatSlider(value=w, min=-3.0, max=3.0, step=0.1, description="w"),
-        widgets.FloatSlider(value=x, min=-3.0, max=3.0, step=0.1, description="x"),
-        widgets.FloatSlider(value=lr, min=0.0, max=0.15, step=0.005, readout_format=".3f",
+        widgets.FloatSlider(style=WIDE, value=w, min=-3.0, max=3.0, step=0.1, description="w"),
+        widgets.FloatSlider(style=WIDE, value=x, min=-3.0, max=3.0, step=0.1, description="x"),
+        widgets.FloatSlider(style=WIDE, value=lr, min=0.0, max=0.15, step=0.005, readout_format=".3f",
                             description="η"),
     ]
     numbers = widgets.HTML()
@@ -49,7 +51,7 @@ def backward_stepper(root, width: int | None = None):
     from .stepping import describe_step, step_highlights
 
     start, steps = trace_backward(root)
-    slider = widgets.IntSlider(value=0, min=0, max=len(steps), description="step")
+    slider = widgets.IntSlider(style=WIDE, value=0, min=0, max=len(steps), description="step")
     text = widgets.HTML()
     picture = widgets.HTML()
 
@@ -73,7 +75,7 @@ def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
     from .matmul_gradients import describe_matmul_gradients
     from .plots import plot_matmul_shapes
 
-    sliders = [widgets.IntSlider(value=v, min=1, max=8, description=d)
+    sliders = [widgets.IntSlider(style=WIDE, value=v, min=1, max=8, description=d)
                for v, d in ((B, "batch B"), (n, "inputs n"), (m, "outputs m"))]
     text, picture = widgets.HTML(), widgets.Output()
 
@@ -100,8 +102,8 @@ def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
     from .gradient_flow import deep_stack_grad_norms
     from .plots import plot_gradient_norms
 
-    depth_slider = widgets.IntSlider(value=depth, min=2, max=100, description="depth")
-    scale_slider = widgets.FloatSlider(value=init_scale, min=0.5, max=1.5, step=0.05, description="init scale")
+    depth_slider = widgets.IntSlider(style=WIDE, value=depth, min=2, max=100, description="depth")
+    scale_slider = widgets.FloatSlider(style=WIDE, value=init_scale, min=0.5, max=1.5, step=0.05, description="init scale")
     residual = widgets.Checkbox(value=False, description="residual")
     normalise = widgets.Checkbox(value=False, description="LayerNorm")
     text, picture = widgets.HTML(), widgets.Output()
@@ -133,8 +135,8 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
     from .attention_scaling import describe_attention_row
     from .plots import plot_attention_row
 
-    dims = widgets.SelectionSlider(options=[2**i for i in range(11)], value=d_k, description="d_k")
-    temp = widgets.FloatSlider(value=temperature, min=0.1, max=4.0, step=0.1, description="temperature")
+    dims = widgets.SelectionSlider(style=WIDE, options=[2**i for i in range(11)], value=d_k, description="d_k")
+    temp = widgets.FloatSlider(style=WIDE, value=temperature, min=0.1, max=4.0, step=0.1, description="temperature")
     scaled = widgets.Checkbox(value=True, description="divide by √d_k")
     text, picture = widgets.HTML(), widgets.Output()
 
@@ -159,7 +161,7 @@ def checkpoint_explorer(depth: int = 16):
     from .checkpoint_study import describe, measure
 
     baseline = measure(depth, segment=None, repeats=0)
-    segment = widgets.IntSlider(value=4, min=1, max=depth, description="segment k")
+    segment = widgets.IntSlider(style=WIDE, value=4, min=1, max=depth, description="segment k")
     text, picture = widgets.HTML(), widgets.Output()
 
     def redraw(_=None):
@@ -189,7 +191,7 @@ def loss_scale_explorer(log2_scale: int = 0):
     from .precision_study import trained_gradients
 
     grads = trained_gradients()["dL/dlogits"]
-    slider = widgets.IntSlider(value=log2_scale, min=0, max=30, description="log₂ scale")
+    slider = widgets.IntSlider(style=WIDE, value=log2_scale, min=0, max=30, description="log₂ scale")
     text, picture = widgets.HTML(), widgets.Output()
 
     def redraw(_=None):
@@ -214,7 +216,7 @@ def padding_explorer(max_extra: int = 12):
 
     from .toy_sequences import gradient, make_model, masked_mean, mean_over_padded, padded_batch
 
-    slider = widgets.IntSlider(value=0, min=0, max=max_extra, description="extra padding")
+    slider = widgets.IntSlider(style=WIDE, value=0, min=0, max=max_extra, description="extra padding")
     text = widgets.HTML()
     model = make_model()
 
@@ -241,7 +243,7 @@ def workers_explorer(gradient_gb: float = 14.0):
     from .distributed import ring_all_reduce, ring_bytes_per_worker
     from .toy_regression import initial_weights, make_data, shard_gradient
 
-    slider = widgets.IntSlider(value=4, min=1, max=16, description="workers")
+    slider = widgets.IntSlider(style=WIDE, value=4, min=1, max=16, description="workers")
     text = widgets.HTML()
     x, y = make_data(64)
     weights = initial_weights()
@@ -271,7 +273,7 @@ def sampling_explorer(model, tokenizer, prompt: str = "the ", length: int = 120)
 
     from .tiny_gpt import generate
 
-    slider = widgets.FloatSlider(value=0.8, min=0.1, max=2.0, step=0.1, description="temperature")
+    slider = widgets.FloatSlider(style=WIDE, value=0.8, min=0.1, max=2.0, step=0.1, description="temperature")
     text = widgets.HTML()
 
     def redraw(_=None):

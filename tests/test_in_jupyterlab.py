@@ -203,10 +203,23 @@ def _move_first_slider(page, cell, handle, where) -> list[str]:
             page.keyboard.press(key)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            if cell.evaluate(EXPLORER_VIEW_JS) != before:
+            now = cell.evaluate(EXPLORER_VIEW_JS)
+            if now != before:
+                _settle(page, cell, now)  # let the last redraw land before a screenshot is taken
                 return []
             page.wait_for_timeout(100)
     return [f"{where}: moving the explorer's first slider did not change what it shows"]
+
+
+def _settle(page, cell, view, seconds: float = 5) -> None:
+    """Wait until the explorer's view stops changing (each key press may trigger a redraw)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(400)
+        latest = cell.evaluate(EXPLORER_VIEW_JS)
+        if latest == view:
+            return
+        view = latest
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
