@@ -8,7 +8,7 @@ gradients hide: run ``gradcheck`` on every one of them.
 from __future__ import annotations
 
 from .ops import Op, _elementwise
-from .tensor import Tensor, _grad_enabled_now, record
+from .tensor import Tensor, apply
 
 
 def custom_op(name: str, forward, backward):
@@ -25,13 +25,7 @@ def custom_op(name: str, forward, backward):
     op = Op(name, forward, vjp, _elementwise)
 
     def apply_op(*inputs):
-        inputs = tuple(t if isinstance(t, Tensor) else Tensor(t) for t in inputs)
-        out, saved = forward(*(t.data for t in inputs))
-        result = Tensor(out)
-        needs = tuple(t.requires_grad for t in inputs)
-        if _grad_enabled_now() and any(needs):
-            record(result, op, inputs, saved, needs, {})
-        return result
+        return apply(op, *(t if isinstance(t, Tensor) else Tensor(t) for t in inputs))
 
     apply_op.__name__ = name
     return apply_op

@@ -41,10 +41,6 @@ def detect_anomaly():
         _detect_anomaly = previous
 
 
-def _grad_enabled_now() -> bool:
-    return _grad_enabled
-
-
 def _non_finite(array) -> bool:
     array = np.asarray(array)
     return array.dtype.kind in "fcV" and not np.all(np.isfinite(array.astype(np.float64, copy=False)))
@@ -73,9 +69,13 @@ def _shape_error(op: str, inputs) -> str | None:
     return None
 
 
-def apply(name: str, *inputs: "Tensor", **params) -> "Tensor":
-    """Run operation ``name`` forward and, if any input requires a gradient, record it."""
-    op = OPS[name]
+def apply(name, *inputs: "Tensor", **params) -> "Tensor":
+    """Run an operation forward and, if any input requires a gradient, record it.
+
+    ``name`` is a name from the table in ``haaw.ops``, or an ``Op`` itself (a custom operation).
+    """
+    op = OPS[name] if isinstance(name, str) else name
+    name = op.name
     if name == "matmul" and min(t.data.ndim for t in inputs) < 2:  # numpy would accept vectors
         raise ValueError(_shape_error(name, inputs))
     try:
