@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-import haaw.functional as F
+import haaw.nn.functional as F
 from haaw.nn import MLP
 from haaw.optim import SGD
-from haaw.tensor import Tensor
+from haaw.engine.tensor import Tensor
 
 BATCH, SIZES, LR = 256, (784, 256, 10), 0.1
 

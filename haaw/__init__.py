@@ -1,12 +1,19 @@
 """haaw: backpropagation, built from scratch to be read, run and checked.
 
-Importing haaw loads NumPy only; torch, matplotlib and ipywidgets are imported by the
-functions that use them, so the course starts fast and runs without the optional ones.
-"""
-from .value import Value
-from .tensor import Tensor, concatenate, detect_anomaly, no_grad
-from .gradcheck import gradcheck
-from .flops import count_flops
+- ``haaw.engine``: the engine itself (``Value``, ``Tensor``, the table of operations, backward);
+- ``haaw.nn`` (with ``haaw.nn.functional``), ``haaw.optim``, ``haaw.amp``: built on the engine,
+  named after their PyTorch counterparts;
+- ``haaw.tools``: instruments that observe the engine (gradient checks, FLOP and memory counters,
+  graph drawing, the training-step audit), imported by name: ``from haaw.tools.flops import ...``;
+- ``haaw.course``: each notebook's props, exercises and explorers.
 
-__all__ = ["Value", "Tensor", "concatenate", "detect_anomaly", "no_grad", "gradcheck", "count_flops"]
-__version__ = "0.1.0"
+Importing haaw loads NumPy only; torch, matplotlib and ipywidgets are imported by the functions
+that use them, so the course starts fast and runs without the optional ones.
+"""
+from . import amp, nn, optim
+from .engine import Function, Tensor, Value, cat, checkpoint, detect_anomaly, from_numpy, no_grad, tensor
+from .nn import manual_seed
+
+__all__ = ["Function", "Tensor", "Value", "amp", "cat", "checkpoint", "detect_anomaly", "from_numpy",
+           "manual_seed", "nn", "no_grad", "optim", "tensor"]
+__version__ = "0.2.0"

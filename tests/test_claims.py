@@ -2,9 +2,12 @@
 import numpy as np
 import pytest
 
-from haaw import Value, autograd, gradcheck
-from haaw.forward_mode import forward_mode_gradient
-from haaw.tiny_chain import tiny_chain_step
+from haaw import Value
+from haaw.engine import autograd
+
+from haaw.tools import gradcheck
+from haaw.engine.forward_mode import forward_mode_gradient
+from haaw.course.nb01 import tiny_chain_step
 
 
 def test_01_tiny_chain_numbers_from_the_engine_and_finite_differences():
@@ -98,7 +101,8 @@ def test_03_the_transpose_formulas_agree_with_finite_differences_and_torch():
 
 
 def test_03_backward_costs_2x_the_forward_and_1x_for_the_first_layer():
-    from haaw import Tensor, count_flops
+    from haaw import Tensor
+    from haaw.tools.flops import count_flops
 
     for needs_grad, ratio in ((True, 2), (False, 1)):
         x = Tensor(np.ones((8, 5)), requires_grad=needs_grad)
@@ -109,7 +113,7 @@ def test_03_backward_costs_2x_the_forward_and_1x_for_the_first_layer():
 
 
 def test_04_the_residual_branch_passes_the_gradient_with_factor_1():
-    from haaw.gradient_flow import residual_factor
+    from haaw.course.nb04 import residual_factor
 
     fractions = residual_factor(branch_scale=1e-6)
     assert fractions["residual y = x + F(x)"] == pytest.approx(1.0, abs=1e-5)
@@ -117,7 +121,7 @@ def test_04_the_residual_branch_passes_the_gradient_with_factor_1():
 
 
 def test_04_without_residuals_the_gradient_vanishes_or_explodes_with_depth():
-    from haaw.gradient_flow import deep_stack_grad_norms
+    from haaw.course.nb04 import deep_stack_grad_norms
 
     ratio = lambda norms: norms[0] / norms[-1]
     assert ratio(deep_stack_grad_norms(50, init_scale=0.9)) < 1e-2  # vanishes
@@ -131,9 +135,9 @@ def test_04_without_residuals_the_gradient_vanishes_or_explodes_with_depth():
 
 
 def test_04_a_dead_relu_unit_passes_no_gradient_to_its_weights():
-    import haaw.functional as F
+    import haaw.nn.functional as F
     from haaw import Tensor
-    from haaw.datasets import two_moons
+    from haaw.course.datasets import two_moons
     from haaw.nn import MLP
 
     points, labels = two_moons(64, seed=2)
@@ -150,7 +154,7 @@ def test_04_a_dead_relu_unit_passes_no_gradient_to_its_weights():
 
 
 def test_05_a_saturated_softmax_crushes_the_gradient():
-    from haaw.attention_scaling import softmax_gradient_norm
+    from haaw.course.nb05 import softmax_gradient_norm
 
     z = np.random.default_rng(0).standard_normal(16)
     norms = [softmax_gradient_norm(scale * z) for scale in (1, 10, 30, 100)]
@@ -159,7 +163,7 @@ def test_05_a_saturated_softmax_crushes_the_gradient():
 
 
 def test_05_dividing_by_sqrt_dk_keeps_the_score_variance_near_1():
-    from haaw.attention_scaling import attention_row, score_variance
+    from haaw.course.nb05 import attention_row, score_variance
 
     for d_k in (4, 64, 1024):
         assert score_variance(d_k, scaled=False) == pytest.approx(d_k, rel=0.1)
@@ -170,7 +174,7 @@ def test_05_dividing_by_sqrt_dk_keeps_the_score_variance_near_1():
 
 
 def test_06_checkpointing_saves_activation_memory_at_about_a_third_more_flops():
-    from haaw.checkpoint_study import measure
+    from haaw.course.nb06 import measure
 
     plain = measure(depth=8, width=16, batch=8, segment=None, repeats=0)
     every = measure(depth=8, width=16, batch=8, segment=1, repeats=0)
@@ -181,8 +185,8 @@ def test_06_checkpointing_saves_activation_memory_at_about_a_third_more_flops():
 
 
 def test_07_fp16_underflows_small_gradients_scaling_recovers_them_bf16_needs_it_less():
-    from haaw.mixed_precision import cast_report
-    from haaw.precision_study import trained_gradients
+    from haaw.amp import cast_report
+    from haaw.course.nb07 import trained_gradients
 
     grads = trained_gradients(steps=100)["dL/dlogits"]
     plain, scaled, bf16 = (cast_report(grads, "float16"), cast_report(grads, "float16", 2**10),
@@ -193,7 +197,7 @@ def test_07_fp16_underflows_small_gradients_scaling_recovers_them_bf16_needs_it_
 
 
 def test_08_masking_after_the_reduction_makes_the_gradient_depend_on_padding_length():
-    from haaw.toy_sequences import gradient, make_model, masked_mean, mean_over_padded, padded_batch
+    from haaw.course.nb08 import gradient, make_model, masked_mean, mean_over_padded, padded_batch
 
     model = make_model()
     short, long = padded_batch(pad_to=6), padded_batch(pad_to=12)
@@ -205,7 +209,7 @@ def test_08_masking_after_the_reduction_makes_the_gradient_depend_on_padding_len
 
 
 def test_09_accumulating_k_microbatches_of_loss_over_k_equals_one_big_batch():
-    from haaw.toy_regression import initial_weights, make_data, model_with, summed_loss
+    from haaw.course.nb09 import initial_weights, make_data, model_with, summed_loss
 
     x, y = make_data(64)
     weights = initial_weights()
@@ -219,8 +223,8 @@ def test_09_accumulating_k_microbatches_of_loss_over_k_equals_one_big_batch():
 
 
 def test_09_averaging_over_workers_equals_the_big_batch_simulated_and_real():
-    from haaw.distributed import all_reduce_with_torch, ring_all_reduce, ring_bytes_per_worker
-    from haaw.toy_regression import initial_weights, make_data, shard_gradient
+    from haaw.course.nb09 import all_reduce_with_torch, ring_all_reduce, ring_bytes_per_worker
+    from haaw.course.nb09 import initial_weights, make_data, shard_gradient
 
     x, y = make_data(64)
     weights = initial_weights()

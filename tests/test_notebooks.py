@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from haaw.crosscheck import SKIP_NOTE
+from haaw.tools.crosscheck import SKIP_NOTE
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 

@@ -1,0 +1,239 @@
+"""Exercise checkers that say *which* mistake was made, and never raise.
+
+An exercise knows its answer and the wrong answers learners commonly give, each with the
+hint that mistake deserves ("12 is dL/dy: you stopped one link early"). ``check`` turns
+whatever the learner passed (a number, a Value, a string, an array, ``None``, the untouched
+``...``) into a verdict; odd input gets a polite explanation, not a traceback.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CORRECT, WRONG, NOT_ATTEMPTED, UNREADABLE = "correct", "wrong", "not attempted", "unreadable"
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What ``check`` says: a status for code, a message for the learner."""
+
+    status: str
+    message: str
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    def __repr__(self) -> str:
+        return self.message
+
+
+@dataclass
+class Exercise:
+    key: str
+    question: str
+    answer: object  # a number, or a NumPy array
+    mistakes: object = field(default_factory=dict)  # {wrong number: hint}, or ((wrong array, hint), ...)
+    hints: tuple = ()  # tiered: each one gives a little more away
+    solution: str = ""
+    rtol: float = 1e-6
+    data: dict = field(default_factory=dict)  # arrays the question is about, for the notebook
+    choices: tuple = ()  # for an answer in words: every word the checker understands
+
+    def mistake_pairs(self) -> list:
+        return list(self.mistakes.items() if isinstance(self.mistakes, dict) else self.mistakes)
+
+
+REGISTRY: dict[str, Exercise] = {}
+_hints_shown: dict[str, int] = {}
+
+
+def register(exercise: Exercise) -> Exercise:
+    REGISTRY[exercise.key] = exercise
+    return exercise
+
+
+def _lookup(key) -> Exercise | None:
+    return REGISTRY.get(key) if isinstance(key, str) else None
+
+
+def _unknown(key) -> str:
+    known = ", ".join(sorted(REGISTRY))
+    return f"There is no exercise called {key!r}. The exercises are: {known}."
+
+
+def _tensor_kind(answer) -> str | None:
+    """"Value", "Tensor" (haaw's), "torch tensor", or None for anything else."""
+    if hasattr(answer, "_parents") and hasattr(answer, "data"):
+        return "Value" if np.ndim(answer.data) == 0 and not isinstance(answer.data, np.ndarray) else "Tensor"
+    if type(answer).__module__.startswith("torch") and hasattr(answer, "detach"):
+        return "torch tensor"
+    return None
+
+
+def _as_number(answer):
+    """(number, None) or (None, why it is not one)."""
+    kind = _tensor_kind(answer)
+    if kind == "Value":
+        return None, (f"You passed a Value (data={answer.data:g}, grad={answer.grad:g}), not a number. "
+                      "Pass its .data or its .grad, whichever the question asks for.")
+    if kind:
+        shape = tuple(answer.shape)
+        if int(np.prod(shape)) == 1:
+            return None, f"You passed a {kind}, not a number: pass its number with .item()."
+        return None, f"Expected one number, got a {kind} of shape {shape}."
+    if isinstance(answer, bool):
+        return None, f"Expected a number, got {answer}."
+    if isinstance(answer, str):
+        try:
+            answer = float(answer.strip())
+        except ValueError:
+            return None, f"Expected a number, got the text {answer!r:.40}."
+    if isinstance(answer, (list, tuple, np.ndarray)) or hasattr(answer, "__array__"):
+        try:
+            array = np.asarray(answer, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None, f"Expected one number, got a {type(answer).__name__} that is not numeric."
+        if array.size != 1:
+            return None, f"Expected one number, got {type(answer).__name__} of shape {array.shape}."
+        answer = array.reshape(())
+    try:
+        number = float(answer)
+    except (TypeError, ValueError, OverflowError):
+        return None, f"Expected a number, got {type(answer).__name__}."
+    if not math.isfinite(number):
+        return None, f"Expected a finite number, got {number}: look for a division by zero or an overflow."
+    return number, None
+
+
+def _show(number: float) -> str:
+    """36 as 36, 274877906944 as 274,877,906,944, 1.64 as 1.64."""
+    return f"{int(number):,}" if number.is_integer() and abs(number) < 1e16 else f"{number:g}"
+
+
+def _close(a: float, b: float, rtol: float) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1.0)
+
+
+def check(key, answer) -> Feedback:
+    """Say whether ``answer`` solves exercise ``key``, and if not, what probably went wrong."""
+    try:
+        return _check(key, answer)
+    except Exception as err:  # a checker must never be the thing that crashes
+        return Feedback(UNREADABLE, f"Could not read that answer ({type(err).__name__}). Try a plain number or array.")
+
+
+def _check(key, answer) -> Feedback:
+    ex = _lookup(key)
+    if ex is None:
+        return Feedback(UNREADABLE, _unknown(key))
+    if answer is Ellipsis:
+        return Feedback(NOT_ATTEMPTED, f"Not attempted yet: replace the ... with your answer, then run the cell. "
+                                       f"Stuck? hint({key!r}) gives a nudge.")
+    if answer is None:
+        return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
+    if ex.choices:
+        return _check_choice(ex, answer)
+    if isinstance(ex.answer, np.ndarray):
+        return _check_array(ex, answer)
+    number, problem = _as_number(answer)
+    if problem:
+        return Feedback(UNREADABLE, problem)
+    if _close(number, float(ex.answer), ex.rtol):
+        return Feedback(CORRECT, f"Correct: {_show(number)}.")
+    for wrong, why in ex.mistake_pairs():
+        if _close(number, float(wrong), ex.rtol):
+            return Feedback(WRONG, f"Not quite: {_show(number)}. {why}")
+    if _close(number, -float(ex.answer), ex.rtol):
+        return Feedback(WRONG, f"Not quite: {_show(number)}. The size is right but the sign is not: check it.")
+    return Feedback(WRONG, f"Not quite: {_show(number)} is not it. Try hint({ex.key!r}).")
+
+
+def _check_choice(ex: Exercise, answer) -> Feedback:
+    """Words: the answer (or one of its accepted spellings), a known wrong word, or not understood."""
+    options = ", ".join(repr(c) for c in ex.choices)
+    if not isinstance(answer, str):
+        return Feedback(UNREADABLE, f"Answer with words, one of: {options}.")
+    word = " ".join(answer.strip().lower().split())
+    accepted = ex.answer if isinstance(ex.answer, tuple) else (ex.answer,)
+    if word in accepted:
+        return Feedback(CORRECT, f"Correct: {word}.")
+    for wrong, why in ex.mistake_pairs():
+        if word == wrong:
+            return Feedback(WRONG, f"Not quite: {word}. {why}")
+    return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
+
+
+def _as_array(answer):
+    """(float array, None) or (None, why it is not one)."""
+    kind = _tensor_kind(answer)
+    if kind == "Value":
+        return None, "You passed a Value, not an array. Compute the array with NumPy (or with Tensors)."
+    if kind == "Tensor":
+        answer = answer.data  # a haaw Tensor holding the right numbers is a right answer
+    elif kind == "torch tensor":
+        answer = answer.detach().cpu().numpy()
+    if isinstance(answer, (str, bytes, dict, bool)) or answer is None:
+        return None, f"Expected a NumPy array, got {type(answer).__name__}."
+    try:
+        array = np.asarray(answer, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None, f"Expected a NumPy array of numbers, got {type(answer).__name__} that is not one."
+    if not np.all(np.isfinite(array)):
+        return None, "Your array contains inf or nan: look for a division by zero or an overflow."
+    return array, None
+
+
+def _matches(a: np.ndarray, b: np.ndarray, rtol: float) -> bool:
+    return a.shape == b.shape and np.allclose(a, b, rtol=rtol, atol=rtol)
+
+
+def _check_array(ex: Exercise, answer) -> Feedback:
+    array, problem = _as_array(answer)
+    if problem:
+        return Feedback(UNREADABLE, problem)
+    expected = ex.answer
+    if _matches(array, expected, ex.rtol):
+        return Feedback(CORRECT, f"Correct: shape {expected.shape}, every entry right.")
+    for wrong, why in ex.mistake_pairs():
+        if _matches(array, np.asarray(wrong, dtype=np.float64), ex.rtol):
+            return Feedback(WRONG, f"Not quite. {why}")
+    if array.shape != expected.shape:
+        if array.ndim == 2 and _matches(array.T, expected, ex.rtol):
+            return Feedback(WRONG, f"Not quite: you have the transpose, shape {array.shape}. A gradient has the "
+                                   f"shape of what it is the gradient of, {expected.shape}: swap the order of the product.")
+        return Feedback(WRONG, f"Not quite: your answer has shape {array.shape}, but it must have shape "
+                               f"{expected.shape}, the shape of what it is the gradient of.")
+    if _matches(-array, expected, ex.rtol):
+        return Feedback(WRONG, "Not quite: every entry has the wrong sign.")
+    wrong = ~np.isclose(array, expected, rtol=ex.rtol, atol=ex.rtol)
+    first = tuple(int(i) for i in np.argwhere(wrong)[0])
+    return Feedback(WRONG, f"Not quite: {int(wrong.sum())} of {wrong.size} entries differ; the first at {first}: "
+                           f"yours {array[first]:g}, expected {expected[first]:g}. Try hint({ex.key!r}).")
+
+
+def hint(key, level: int | None = None) -> Feedback:
+    """The next hint for ``key`` (or hint number ``level``); each gives away a little more."""
+    ex = _lookup(key)
+    if ex is None:
+        return Feedback(UNREADABLE, _unknown(key))
+    if not ex.hints:
+        return Feedback("hint", f"There is no hint for {key!r}; solution({key!r}) shows the worked answer.")
+    if level is None:
+        level = min(_hints_shown.get(key, 0) + 1, len(ex.hints))
+    elif isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= len(ex.hints):
+        return Feedback(UNREADABLE, f"hint({key!r}, level) takes a level from 1 to {len(ex.hints)}; got {level!r}.")
+    _hints_shown[key] = level
+    more = (f" (hint({key!r}) again for hint {level + 1})" if level < len(ex.hints)
+            else f" That was the last hint: solution({key!r}) shows the worked answer.")
+    return Feedback("hint", f"Hint {level}/{len(ex.hints)}: {ex.hints[level - 1]}{more}")
+
+
+def solution(key) -> Feedback:
+    """The worked solution of ``key``."""
+    ex = _lookup(key)
+    if ex is None:
+        return Feedback(UNREADABLE, _unknown(key))
+    return Feedback("solution", f"Solution: {ex.solution}")

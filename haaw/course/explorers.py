@@ -1,0 +1,284 @@
+"""Interactive explorers (ipywidgets). Each is a function that builds and returns a widget.
+
+The widgets only move numbers around: the computing is done by functions that the tests
+check directly (``tiny_chain_step``, ``describe_step``), so what a slider shows is as trustworthy
+as what a test asserts. ipywidgets and matplotlib are imported here, on first use.
+"""
+from __future__ import annotations
+
+from .nb01 import tiny_chain_step
+
+WIDE = {"description_width": "initial"}  # show a slider's whole name ("temperature", not "temperat…")
+
+
+def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
+    """Sliders for w, x and η: the loss curve, its tangent at w and one gradient step."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .plots import plot_tangent_step
+
+    sliders = [
+        widgets.FloatSlider(style=WIDE, value=w, min=-3.0, max=3.0, step=0.1, description="w"),
+        widgets.FloatSlider(style=WIDE, value=x, min=-3.0, max=3.0, step=0.1, description="x"),
+        widgets.FloatSlider(style=WIDE, value=lr, min=0.0, max=0.15, step=0.005, readout_format=".3f",
+                            description="η"),
+    ]
+    numbers = widgets.HTML()
+    picture = widgets.Output()
+
+    def redraw(_=None):
+        w_, x_, lr_ = (s.value for s in sliders)
+        numbers.value = "<pre>" + str(tiny_chain_step(w_, x_, lr_)) + "</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            plot_tangent_step(w_, x_, lr_, ax=ax)
+            plt.show()
+
+    for s in sliders:
+        s.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(sliders[:2]), sliders[2], numbers, picture])
+
+
+def backward_stepper(root, width: int | None = None):
+    """Walk ``root``'s backward pass one node at a time, on its drawn graph."""
+    import ipywidgets as widgets
+
+    from ..tools.draw import draw_graph
+    from ..tools.stepping import describe_step, grads_at, step_highlights, trace_backward
+
+    start, steps = trace_backward(root)
+    slider = widgets.IntSlider(style=WIDE, value=0, min=0, max=len(steps), description="step")
+    text = widgets.HTML()
+    picture = widgets.HTML()
+
+    def redraw(_=None):
+        k = slider.value
+        grads = grads_at(start, steps, k)
+        highlight, notes = step_highlights(steps, k)
+        picture.value = draw_graph(root, grads=grads, highlight=highlight, edge_notes=notes).svg
+        text.value = "<pre>" + describe_step(root, start, steps, k) + "</pre>"
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text, picture])
+
+
+def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
+    """Sliders for batch size and layer sizes: which matrices meet in each gradient of Y = XW."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .nb03 import describe_matmul_gradients
+    from .plots import plot_matmul_shapes
+
+    sliders = [widgets.IntSlider(style=WIDE, value=v, min=1, max=8, description=d)
+               for v, d in ((B, "batch B"), (n, "inputs n"), (m, "outputs m"))]
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        b, n_, m_ = (s.value for s in sliders)
+        text.value = "<pre>" + describe_matmul_gradients(b, n_, m_) + "</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            plot_matmul_shapes(b, n_, m_)
+            plt.show()
+
+    for s in sliders:
+        s.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(sliders), text, picture])
+
+
+def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
+    """Depth, initialisation scale and the residual / LayerNorm switches: the gradient per layer."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .nb04 import deep_stack_grad_norms
+    from .plots import plot_gradient_norms
+
+    depth_slider = widgets.IntSlider(style=WIDE, value=depth, min=2, max=100, description="depth")
+    scale_slider = widgets.FloatSlider(style=WIDE, value=init_scale, min=0.5, max=1.5, step=0.05, description="init scale")
+    residual = widgets.Checkbox(value=False, description="residual")
+    normalise = widgets.Checkbox(value=False, description="LayerNorm")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        norms = deep_stack_grad_norms(depth_slider.value, init_scale=scale_slider.value,
+                                      residual=residual.value, normalise=normalise.value)
+        factor = (norms[0] / norms[-1]) ** (1 / max(len(norms) - 1, 1))
+        text.value = (f"<pre>first layer / last layer: {norms[0] / norms[-1]:.3g}   "
+                      f"average factor per layer: {factor:.3f}</pre>")
+        picture.clear_output(wait=True)
+        with picture:
+            ax = plot_gradient_norms({"this setting": norms})
+            ax.set_ylim(min(1e-4, norms.min() / 2), max(1e4, norms.max() * 2))
+            plt.show()
+
+    for w in (depth_slider, scale_slider, residual, normalise):
+        w.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([depth_slider, scale_slider]), widgets.HBox([residual, normalise]),
+                         text, picture])
+
+
+def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
+    """d_k, temperature and the 1/√d_k switch: how peaked the attention gets, how big its gradient."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .nb05 import describe_attention_row
+    from .plots import plot_attention_row
+
+    dims = widgets.SelectionSlider(style=WIDE, options=[2**i for i in range(11)], value=d_k, description="d_k")
+    temp = widgets.FloatSlider(style=WIDE, value=temperature, min=0.1, max=4.0, step=0.1, description="temperature")
+    scaled = widgets.Checkbox(value=True, description="divide by √d_k")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        text.value = "<pre>" + describe_attention_row(dims.value, scaled.value, temp.value) + "</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            plot_attention_row(dims.value, scaled.value, temp.value)
+            plt.show()
+
+    for w in (dims, temp, scaled):
+        w.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([dims, temp, scaled]), text, picture])
+
+
+def checkpoint_explorer(depth: int = 16):
+    """Checkpoint segments of k blocks: peak memory and recomputed work, as k changes."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from .nb06 import describe_run, measure
+
+    baseline = measure(depth, segment=None, repeats=0)
+    segment = widgets.IntSlider(style=WIDE, value=4, min=1, max=depth, description="segment k")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        result = measure(depth, segment=segment.value, repeats=0)
+        text.value = f"<pre>checkpoint every {segment.value} block(s): {describe_run(result, baseline)}</pre>"
+        picture.clear_output(wait=True)
+        with picture:
+            fig, ax = plt.subplots(figsize=(6, 2.8))
+            ax.plot(baseline["timeline"], label="no checkpointing")
+            ax.plot(result["timeline"], label=f"segments of {segment.value}")
+            ax.set(xlabel="operation (forward, then backward)", ylabel="bytes kept for backward")
+            ax.legend(frameon=False, fontsize=8)
+            plt.show()
+
+    segment.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([segment, text, picture])
+
+
+def loss_scale_explorer(log2_scale: int = 0):
+    """A loss-scale slider: which share of real gradients underflows (0) or overflows (inf) in fp16."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from ..amp import cast_report
+    from .plots import plot_gradient_ranges
+    from .nb07 import trained_gradients
+
+    grads = trained_gradients()["dL/dlogits"]
+    slider = widgets.IntSlider(style=WIDE, value=log2_scale, min=0, max=30, description="log₂ scale")
+    text, picture = widgets.HTML(), widgets.Output()
+
+    def redraw(_=None):
+        scale = 2.0**slider.value
+        r = cast_report(grads, "float16", scale)
+        text.value = (f"<pre>loss scale 2^{slider.value} = {scale:,.0f}: in fp16 {r['zero']:.1%} of the gradients "
+                      f"become 0, {r['inf']:.1%} overflow to inf, {r['kept']:.1%} survive</pre>")
+        picture.clear_output(wait=True)
+        with picture:
+            plot_gradient_ranges(grads, formats=("float16",), scale=scale)
+            plt.show()
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text, picture])
+
+
+def padding_explorer(max_extra: int = 12):
+    """Extra padding per row: the loss and gradient with the mask before vs after the reduction."""
+    import ipywidgets as widgets
+    import numpy as np
+
+    from .nb08 import gradient, make_model, masked_mean, mean_over_padded, padded_batch
+
+    slider = widgets.IntSlider(style=WIDE, value=0, min=0, max=max_extra, description="extra padding")
+    text = widgets.HTML()
+    model = make_model()
+
+    def redraw(_=None):
+        batch = padded_batch(pad_to=6 + slider.value)
+        lines = []
+        for name, reduce in (("mask, then reduce", masked_mean), ("mean over padded size (bug)", mean_over_padded)):
+            loss, grads = gradient(model, reduce, batch)
+            norm = float(np.sqrt(sum(np.sum(g**2) for g in grads)))
+            lines.append(f"{name:<24} loss {loss:.4f}   gradient norm {norm:.4f}")
+        text.value = f"<pre>{6 + slider.value} positions per row, same 16 real tokens\n" + "\n".join(lines) + "</pre>"
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text])
+
+
+def workers_explorer(gradient_gb: float = 14.0):
+    """Number of workers: bytes each one sends per step, ring all-reduce against naive exchange,
+    and a simulated all-reduce of real gradients checked against the big batch."""
+    import ipywidgets as widgets
+    import numpy as np
+
+    from .nb09 import ring_all_reduce, ring_bytes_per_worker
+    from .nb09 import initial_weights, make_data, shard_gradient
+
+    slider = widgets.IntSlider(style=WIDE, value=4, min=1, max=16, description="workers")
+    text = widgets.HTML()
+    x, y = make_data(64)
+    weights = initial_weights()
+    big = np.concatenate([g.ravel() for g in shard_gradient(weights, x, y)])
+
+    def redraw(_=None):
+        n = slider.value
+        shards = np.array_split(np.arange(len(x)), n)
+        local = [np.concatenate([g.ravel() for g in shard_gradient(weights, x[s], y[s], total=len(x))])
+                 for s in shards]
+        summed, sent = ring_all_reduce(local)
+        diff = float(np.max(np.abs(summed[0] - big)))
+        text.value = (f"<pre>{n} worker(s), {gradient_gb:g} GB of gradients each step:\n"
+                      f"  ring all-reduce: each worker sends {ring_bytes_per_worker(n, gradient_gb):.2f} GB\n"
+                      f"  everyone sends to everyone: each worker sends {(n - 1) * gradient_gb:.1f} GB\n"
+                      f"simulated ring all-reduce of the toy model's gradients ({big.nbytes} bytes): "
+                      f"{sent:.0f} bytes sent per worker, max |difference| from the big batch {diff:.1e}</pre>")
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text])
+
+
+def sampling_explorer(model, tokenizer, prompt: str = "the ", length: int = 120):
+    """A temperature slider for text generated by a trained TinyGPT."""
+    import ipywidgets as widgets
+
+    from .nb10 import generate
+
+    slider = widgets.FloatSlider(style=WIDE, value=0.8, min=0.1, max=2.0, step=0.1, description="temperature")
+    text = widgets.HTML()
+
+    def redraw(_=None):
+        sample = generate(model, tokenizer, prompt, length, seed=1, temperature=slider.value)
+        text.value = "<pre>" + sample.replace("<", "&lt;") + "</pre>"
+
+    slider.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([slider, text])

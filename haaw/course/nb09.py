@@ -1,0 +1,134 @@
+"""Notebook 09's props: many workers, one update, simulated in NumPy and then done for real.
+
+Data parallelism gives each worker a shard of the batch and a copy of the weights. Each computes
+its own gradient; an all-reduce sums (then averages) them so that every worker holds the same
+gradient, the one the whole batch would have given, and takes the same step, so the copies stay
+identical. The ring all-reduce does it by passing chunks around a ring: each worker sends
+2·(N−1)/N times the gradient's size, however many workers there are.
+
+Worker processes are started fresh, so what they run must be importable: ``shard_gradient``
+rebuilds the small model from plain arrays and returns plain arrays.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+
+import numpy as np
+
+from ..engine import Tensor
+from ..nn import MLP
+
+
+def make_data(n: int = 64, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 3))
+    y = np.sin(x @ np.array([1.0, -2.0, 0.5]))[:, None]
+    return x, y
+
+
+def initial_weights(seed: int = 0) -> list:
+    return [p.data.copy() for p in MLP([3, 16, 1], activation="tanh", seed=seed).parameters()]
+
+
+def model_with(weights) -> MLP:
+    model = MLP([3, 16, 1], activation="tanh")
+    for p, w in zip(model.parameters(), weights):
+        p.data = np.array(w, dtype=np.float64)
+    return model
+
+
+def summed_loss(model, x, y):
+    """Sum of squared errors: a sum, so shards add up; divide by the example count to average."""
+    err = model(Tensor(x)) - Tensor(y)
+    return (err * err).sum()
+
+
+def shard_gradient(weights, x, y, total: int | None = None) -> list:
+    """Gradient of (sum of this shard's squared errors) / total, as plain arrays."""
+    model = model_with(weights)
+    loss = summed_loss(model, x, y) / float(total or len(x))
+    loss.backward()
+    return [p.grad.copy() for p in model.parameters()]
+
+
+def ring_all_reduce(buffers: list[np.ndarray]) -> tuple[list[np.ndarray], float]:
+    """Sum ``buffers`` (one per worker) the way a ring does; return the results and the bytes a
+    worker sent, on average. Reduce-scatter (N−1 steps), then all-gather (N−1 steps), one chunk
+    per worker per step."""
+    n = len(buffers)
+    chunks = [np.array_split(b.astype(np.float64).ravel(), n) for b in buffers]
+    sent = 0
+    for step in range(n - 1):  # reduce-scatter: after it, worker i owns the full sum of chunk i+1
+        outgoing = [chunks[i][(i - step) % n].copy() for i in range(n)]
+        sent += sum(o.nbytes for o in outgoing)
+        for i in range(n):
+            chunks[(i + 1) % n][(i - step) % n] += outgoing[i]
+    for step in range(n - 1):  # all-gather: pass the finished chunks around
+        outgoing = [chunks[i][(i + 1 - step) % n].copy() for i in range(n)]
+        sent += sum(o.nbytes for o in outgoing)
+        for i in range(n):
+            chunks[(i + 1) % n][(i + 1 - step) % n] = outgoing[i]
+    results = [np.concatenate(c).reshape(buffers[0].shape) for c in chunks]
+    return results, sent / n
+
+
+def ring_bytes_per_worker(workers: int, nbytes: float) -> float:
+    """What the formula says each worker sends in a ring all-reduce of ``nbytes``."""
+    return 2 * (workers - 1) / workers * nbytes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, shards: list, weights: list, out_dir: str) -> None:
+    """One process: its shard's gradient with haaw, then a real all-reduce with torch.distributed (gloo)."""
+    loopback = next((name for _, name in socket.if_nameindex() if name.startswith("lo")), None)  # lo, lo0
+    if loopback:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        grads = [torch.from_numpy(g) for g in shard_gradient(weights, *shards[rank])]  # its shard's mean
+        for g in grads:
+            dist.all_reduce(g, op=dist.ReduceOp.SUM)  # every worker ends with the sum over all shards
+            g /= world  # … and turns it into the average
+        np.savez(os.path.join(out_dir, f"rank{rank}.npz"), *[g.numpy() for g in grads])
+    finally:
+        dist.destroy_process_group()
+
+
+def all_reduce_with_torch(shards: list, weights: list, timeout: float = 120) -> list[list[np.ndarray]]:
+    """Start one process per shard on this machine, all-reduce their gradients with gloo over
+    loopback, and return every worker's averaged gradient (so they can be compared).
+
+    Gives up after ``timeout`` seconds with a TimeoutError; on that, on an error or on an interrupt
+    (the stop button), every worker is stopped before this returns."""
+    import torch.multiprocessing as mp
+
+    world = len(shards)
+    with tempfile.TemporaryDirectory() as out_dir:
+        workers = mp.start_processes(_worker, args=(world, _free_port(), shards, weights, out_dir), nprocs=world,
+                                     join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout
+        try:
+            while not workers.join(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"the {world} workers did not finish within {timeout:g} s")
+        finally:
+            for process in workers.processes:
+                if process.is_alive():
+                    process.terminate()
+                process.join(5)
+        results = []
+        for rank in range(world):
+            with np.load(os.path.join(out_dir, f"rank{rank}.npz")) as saved:
+                results.append([saved[f"arr_{i}"] for i in range(len(saved.files))])
+    return results

@@ -1,0 +1,183 @@
+"""Static pictures for the notebooks. matplotlib is imported here, not by ``import haaw``."""
+from __future__ import annotations
+
+import numpy as np
+
+from .nb01 import tiny_chain_step
+
+
+def plot_tangent_step(w: float = 2.0, x: float = 3.0, lr: float = 0.01, ax=None):
+    """L(w) = (w·x)², its tangent at w (slope dL/dw) and the gradient-descent step."""
+    import matplotlib.pyplot as plt
+
+    s = tiny_chain_step(w, x, lr)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    span = max(2.5, abs(w) + 1.0, abs(s.w_new) + 0.5)
+    ws = np.linspace(-span, span, 300)
+    ax.plot(ws, (ws * x) ** 2, color="#4c72b0", label="L(w) = (w·x)²")
+    near = np.linspace(w - 0.8, w + 0.8, 2)
+    ax.plot(near, s.loss + s.dL_dw * (near - w), color="#dd8452", lw=2,
+            label=f"tangent at w = {w:g}: slope dL/dw = {s.dL_dw:.3g}")
+    ax.plot([w], [s.loss], "o", color="#dd8452")
+    top = max(s.loss, s.loss_new) * 1.6 + 1
+    ax.annotate("", xy=(s.w_new, 0.08 * top), xytext=(w, 0.08 * top),
+                arrowprops=dict(arrowstyle="->", color="#55a868", lw=2))
+    ax.text((w + s.w_new) / 2, 0.11 * top, "step −η·dL/dw", ha="center", fontsize=8, color="#55a868")
+    for at, height in ((w, s.loss), (s.w_new, s.loss_new)):
+        ax.plot([at, at], [0, height], ls=":", color="0.6", lw=1)
+    ax.plot([s.w_new], [s.loss_new], "o", color="#55a868",
+            label=f"after one step: w = {s.w_new:.3g}, L = {s.loss_new:.3g}")
+    ax.set(xlabel="w", ylabel="L", ylim=(-0.05 * top, top), xlim=(-span, span))
+    ax.axhline(0, color="0.8", lw=0.8)
+    ax.legend(loc="upper center", fontsize=8, frameon=False)
+    return ax
+
+
+def plot_matmul_shapes(B: int = 4, n: int = 3, m: int = 2, ax=None):
+    """The three products of a linear layer drawn to scale: Y = XW, dW = XᵀG, dX = GWᵀ."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3))
+    colours = {"X": "#4c72b0", "W": "#dd8452", "Y": "#8c8c8c", "G": "#c44e52",
+               "Xᵀ": "#4c72b0", "Wᵀ": "#dd8452", "dW": "#dd8452", "dX": "#4c72b0"}
+    rows = [("Y = X W", [("X", B, n), ("W", n, m), ("Y", B, m)]),
+            ("dL/dW = Xᵀ G", [("Xᵀ", n, B), ("G", B, m), ("dW", n, m)]),
+            ("dL/dX = G Wᵀ", [("G", B, m), ("Wᵀ", m, n), ("dX", B, n)])]
+    cell, x0, top = 0.3, 0.0, 0.0
+    for title, mats in rows:
+        x = x0
+        ax.text(x0, top + 0.5, title, fontsize=10, weight="bold")
+        for k, (name, r, c) in enumerate(mats):
+            ax.add_patch(Rectangle((x, top - r * cell), c * cell, r * cell, facecolor=colours[name],
+                                   alpha=0.35 if name in ("dW", "dX", "Y") else 0.8, edgecolor="black"))
+            ax.text(x + c * cell / 2, top - r * cell - 0.35, f"{name}\n{r}×{c}", ha="center", va="top", fontsize=8)
+            x += c * cell + 0.7
+            if k < 2:
+                ax.text(x - 0.35, top - 0.45, "=" if k == 1 else "@", fontsize=11, ha="center", va="center")
+        x0 = x + 0.6
+    ax.set_xlim(-0.2, x0)
+    tallest = max(r for _, mats in rows for _, r, _ in mats)
+    ax.set_ylim(top - tallest * cell - 1.1, top + 0.9)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return ax
+
+
+def plot_decision_boundary(model, points, labels, ax=None, title=""):
+    """The class a 2-D classifier predicts everywhere (background) and the data (dots)."""
+    import matplotlib.pyplot as plt
+
+    from ..engine import Tensor, no_grad
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 3.5))
+    pad = 0.5
+    xs = np.linspace(points[:, 0].min() - pad, points[:, 0].max() + pad, 120)
+    ys = np.linspace(points[:, 1].min() - pad, points[:, 1].max() + pad, 120)
+    grid_x, grid_y = np.meshgrid(xs, ys)
+    with no_grad():
+        logits = model(Tensor(np.stack([grid_x.ravel(), grid_y.ravel()], axis=1))).data
+    ax.contourf(grid_x, grid_y, logits.argmax(axis=1).reshape(grid_x.shape), levels=[-0.5, 0.5, 1.5],
+                colors=["#aec7e8", "#ffbb78"], alpha=0.7)
+    ax.scatter(points[:, 0], points[:, 1], c=np.where(labels == 0, "#1f77b4", "#ff7f0e"), s=10, edgecolor="k", lw=0.3)
+    ax.set(title=title, xticks=[], yticks=[])
+    return ax
+
+
+def plot_gradient_norms(curves: dict, ax=None, title: str = ""):
+    """Gradient norm reaching each layer's input, one line per setting, on a log scale."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.4))
+    for name, norms in curves.items():
+        ax.semilogy(np.arange(len(norms)), norms, label=name)
+    ax.set(xlabel="layer (0 = input end)", ylabel="‖dL/d(layer input)‖", title=title)
+    ax.legend(frameon=False, fontsize=8)
+    return ax
+
+
+def plot_attention_row(d_k: int, scaled: bool = True, temperature: float = 1.0, ax=None):
+    """The attention weights one query gives 16 random keys."""
+    import matplotlib.pyplot as plt
+
+    from .nb05 import attention_row
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 2.6))
+    row = attention_row(d_k, scaled, temperature)
+    ax.bar(np.arange(len(row["weights"])), row["weights"], color="#4c72b0")
+    ax.set(ylim=(0, 1), xlabel="key", ylabel="attention weight",
+           title=f"d_k = {d_k}, {'÷√d_k' if scaled else 'unscaled'}, T = {temperature:g}: entropy {row['entropy']:.2f}")
+    return ax
+
+
+def plot_memory_budget(rows: dict, ax=None):
+    """Stacked bars, one per configuration: weights, gradients, optimizer state, activations (GiB)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.4))
+    names = list(rows)
+    parts = list(next(iter(rows.values())))
+    bottom = np.zeros(len(names))
+    for part, colour in zip(parts, ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]):
+        heights = np.array([rows[n][part] / 2**30 for n in names])
+        ax.barh(names, heights, left=bottom, color=colour, label=part)
+        bottom += heights
+    ax.set(xlabel="GiB")
+    ax.invert_yaxis()
+    ax.legend(frameon=False, fontsize=8, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return ax
+
+
+def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), scale: float = 1.0, ax=None):
+    """Histogram of log₂|value × scale|, with each format's smallest subnormal, smallest normal and max."""
+    import matplotlib.pyplot as plt
+
+    from ..amp import format_table
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3))
+    v = np.abs(np.asarray(values, dtype=np.float64) * scale)
+    v = v[v > 0]
+    ax.hist(np.log2(v), bins=80, color="#8c8c8c")
+    rows = {r["format"]: r for r in format_table()}
+    for name, colour in zip(formats, ["#c44e52", "#4c72b0", "#55a868"]):
+        r = rows[name]
+        for key, style in (("smallest subnormal", ":"), ("smallest normal", "--"), ("max", "-")):
+            e = int(round(np.log2(r[key])))
+            label = f"{name} {'largest' if key == 'max' else key}: 2^{e}"
+            if -45 <= e <= 20:
+                ax.axvline(e, color=colour, ls=style, lw=1.5, label=label)
+            else:  # keep it in the legend, say where it is
+                ax.plot([], [], color=colour, ls=style, label=label + " (off the chart)")
+    ax.set(xlabel=f"log₂ |gradient{' × ' + format(scale, 'g') if scale != 1 else ''}|", ylabel="count",
+           xlim=(-45, 20))
+    ax.legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return ax
+
+
+def plot_training_loop(milliseconds: dict, ax=None):
+    """The training loop as a circle of its phases, each labelled with its measured time."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 5.5))
+    names = list(milliseconds)
+    angles = np.pi / 2 - 2 * np.pi * np.arange(len(names)) / len(names)
+    xs, ys = np.cos(angles), np.sin(angles)
+    for i, name in enumerate(names):
+        ax.text(xs[i], ys[i], f"{name}\n{milliseconds[name]:.1f} ms", ha="center", va="center", fontsize=10,
+                bbox=dict(boxstyle="round,pad=0.5", fc="#eef3fb", ec="#4c72b0"))
+        j = (i + 1) % len(names)
+        ax.annotate("", xy=(0.78 * xs[j] + 0.22 * xs[i], 0.78 * ys[j] + 0.22 * ys[i]),
+                    xytext=(0.78 * xs[i] + 0.22 * xs[j], 0.78 * ys[i] + 0.22 * ys[j]),
+                    arrowprops=dict(arrowstyle="->", color="0.4", lw=1.5))
+    ax.text(0, 0, "repeat", ha="center", va="center", fontsize=11, color="0.4")
+    ax.set(xlim=(-1.5, 1.5), ylim=(-1.4, 1.4), aspect="equal")
+    ax.axis("off")
+    return ax

@@ -1,0 +1,109 @@
+"""Operations written outside the table: your own forward and backward, and checkpointing.
+
+``Function`` is PyTorch's ``torch.autograd.Function`` in miniature. Subclass it, write
+``forward(ctx, *args)`` on NumPy arrays (keep what backward needs on ``ctx``) and
+``backward(ctx, g)``, returning one gradient per argument of ``forward`` (None for arguments that
+are not Tensors), then call ``MyOp.apply(...)`` on Tensors. Nothing checks that your backward
+matches your forward, which is exactly why custom operations are where wrong gradients hide:
+``gradcheck`` every one of them.
+
+``checkpoint`` is itself such an operation: its forward keeps only its inputs, and its backward
+runs the forward again to rebuild what it did not keep.
+"""
+from __future__ import annotations
+
+from . import hooks
+from .ops import Op, _free
+from .tensor import Tensor, _wrap, apply, no_grad
+
+
+class Function:
+    """Subclass with ``forward(ctx, *args)`` and ``backward(ctx, g)``, both static; call ``apply``."""
+
+    flops = staticmethod(lambda inputs, out, needs: (0, 0))  # custom work is not counted
+    always_record = False  # True: record even when no input needs a gradient (forward holds parameters)
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("write forward(ctx, *args): it receives NumPy arrays and returns one")
+
+    @staticmethod
+    def backward(ctx, g):
+        raise NotImplementedError("write backward(ctx, g): it returns one gradient per argument of forward")
+
+    @classmethod
+    def apply(cls, *args, **params):
+        where = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        name = cls.__name__
+
+        def forward(ctx, *arrays, **params):
+            full = list(args)
+            for i, array in zip(where, arrays):
+                full[i] = array
+            with _all_arguments(ctx, where, len(args)):
+                out = cls.forward(ctx, *full, **params)
+            if isinstance(out, Tensor):
+                raise TypeError(f"{name}.forward returned a Tensor: forward works on NumPy arrays, return one "
+                                "(its inputs arrive as arrays, and what it returns is wrapped for you)")
+            return out
+
+        def backward(ctx, g):
+            with _all_arguments(ctx, where, len(args)):
+                grads = cls.backward(ctx, g)
+            grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+            if len(grads) != len(args):
+                raise ValueError(f"{name}.backward returned {len(grads)} gradient(s) for the {len(args)} "
+                                 "argument(s) of forward: return one per argument (None where there is none)")
+            return [grads[i] for i in where]
+
+        op = Op(name, forward, vjp_all=backward, flops=cls.flops, always_record=cls.always_record)
+        return apply(op, *(args[i] for i in where), **params)
+
+
+class _all_arguments:
+    """While the user's code runs, ``ctx.needs_input_grad`` has one entry per argument, as in PyTorch."""
+
+    def __init__(self, ctx, where, count):
+        self.ctx, self.where, self.count = ctx, where, count
+
+    def __enter__(self):
+        self.engine_needs = self.ctx.needs_input_grad
+        full = [False] * self.count
+        for i, need in zip(self.where, self.engine_needs):
+            full[i] = need
+        self.ctx.needs_input_grad = tuple(full)
+
+    def __exit__(self, *exc):
+        self.ctx.needs_input_grad = self.engine_needs
+
+
+class Checkpoint(Function):
+    """Forget what ``fn`` computes inside; keep its inputs; recompute it when backward arrives."""
+
+    flops = staticmethod(_free)
+    always_record = True  # fn may hold parameters that need gradients even if its inputs do not
+
+    @staticmethod
+    def forward(ctx, fn, *inputs):
+        with no_grad():  # nothing inside is recorded, so nothing inside is saved
+            out = fn(*(_wrap(a) for a in inputs))
+        if not isinstance(out, Tensor):
+            raise TypeError(f"checkpoint: fn must return a Tensor, got {type(out).__name__}")
+        ctx.fn, ctx.inputs = fn, inputs  # the inputs are all that is kept
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        fresh = [_wrap(a) for a in ctx.inputs]
+        for t, need in zip(fresh, ctx.needs_input_grad[1:]):
+            t.requires_grad = need
+        with hooks.recompute():
+            again = ctx.fn(*fresh)  # this time recorded
+        if again.requires_grad:
+            again.backward(g)  # parameters inside fn receive their gradients here
+        return (None, *(t.grad for t in fresh))
+
+
+def checkpoint(fn, *inputs) -> Tensor:
+    """``fn(*inputs)``, with its activations recomputed during backward instead of stored."""
+    return Checkpoint.apply(fn, *(t if isinstance(t, Tensor) else Tensor(t) for t in inputs))

@@ -1,0 +1,374 @@
+"""Every tensor operation: its forward computation, and right under it, its vector-Jacobian products.
+
+An operation is a function ``forward(ctx, *arrays, **params)`` that returns its result and keeps on
+``ctx`` what its backward will need (``ctx.a = a``): those attributes are its *saved values*, so
+they can be counted (notebook 06) and checked for in-place edits (notebook 08). Under it,
+``defvjp(forward, vjp_a, vjp_b, ...)`` registers the operation with one vector-Jacobian product per
+input: ``vjp(ctx, g)`` turns g = dL/d(output) into dL/d(that input). The engine calls only the VJPs
+of inputs that need a gradient, so a VJP never has to ask. ``flops`` says what forward and backward
+cost. ``OPS``, filled by ``defvjp``, is the table that tests walk.
+
+Broadcasting is undone in one place, ``unbroadcast``: an input that was stretched to a larger shape
+in the forward pass receives the sum of the gradient over the stretched dimensions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+class Context:
+    """What one recorded operation keeps for its backward pass.
+
+    ``op`` and ``needs_input_grad`` are filled in by the engine; every other attribute was put
+    there by the forward function and is a saved value (``ctx.saved`` lists them by name).
+    """
+
+    __slots__ = ("op", "needs_input_grad", "versions", "__dict__")
+
+    def __init__(self, op=None, needs_input_grad=()):
+        self.op, self.needs_input_grad, self.versions = op, needs_input_grad, ()
+
+    @property
+    def saved(self) -> dict:
+        return vars(self)
+
+    def save_for_backward(self, *arrays) -> None:
+        """PyTorch's spelling, for custom operations: read them back as ``ctx.saved_tensors``."""
+        self.saved_tensors = arrays
+
+
+# --- flop conventions: one multiply or one add is one flop -----------------------------------
+def _elementwise(inputs, out, needs):
+    return out.size, out.size * sum(needs)
+
+
+def _reduction(inputs, out, needs):
+    return inputs[0].size, inputs[0].size * sum(needs)
+
+
+def _free(inputs, out, needs):  # only moves, copies or views data
+    return 0, 0
+
+
+def _matmul_flops(inputs, out, needs):
+    forward = 2 * out.size * inputs[0].shape[-1]  # each output entry: k multiplies and k adds
+    return forward, forward * sum(needs)  # each gradient is one matmul of the same size
+
+
+@dataclass
+class Op:
+    name: str
+    forward: Callable
+    vjps: tuple = ()  # one vjp(ctx, g) per input, in argument order
+    vjp_all: Callable | None = None  # or one vjp(ctx, g) -> a gradient for every input (any number)
+    flops: Callable = _elementwise
+    view: bool = False  # the result may share memory with the first input (reshape, slices, ...)
+    always_record: bool = False  # record even when no input needs a gradient (checkpoint: fn's parameters do)
+
+
+OPS: dict[str, Op] = {}
+
+
+def defvjp(forward, *vjps, vjp_all=None, flops=_elementwise, view=False) -> Op:
+    """Register ``forward`` with its vector-Jacobian products, under the function's own name."""
+    op = Op(forward.__name__.rstrip("_"), forward, vjps, vjp_all, flops, view)
+    OPS[op.name] = op
+    return op
+
+
+# --- helpers every VJP may use ---------------------------------------------------------------
+def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum ``g`` down to ``shape``: over the leading dimensions broadcasting added, and over
+    every dimension that was 1 in the input and was stretched."""
+    if g.shape == shape:
+        return g
+    extra = g.ndim - len(shape)
+    if extra:
+        g = _sum(g, axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    if stretched:
+        g = _sum(g, axis=stretched, keepdims=True)
+    return g
+
+
+def _sum(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
+    """np.sum, accumulating 16- and 8-bit formats in float32 and rounding the total back.
+
+    Summing in bfloat16 itself stalls: past 2048 the spacing between bfloat16 numbers is 16, so
+    adding values below 8 changes nothing. Hardware and frameworks accumulate in fp32; so do we.
+    """
+    if a.dtype.itemsize >= 4:
+        return np.sum(a, axis=axis, keepdims=keepdims)
+    return np.asarray(np.sum(a, axis=axis, keepdims=keepdims, dtype=np.float32)).astype(a.dtype)
+
+
+def _mm(a, b):
+    """a @ b. 16- and 8-bit formats multiply in float32 and round the result back, as
+    accelerators do (and NumPy has no fast float16 matmul of its own)."""
+    kind = np.result_type(a, b)
+    if kind.itemsize >= 4:
+        return a @ b
+    return (a.astype(np.float32) @ b.astype(np.float32)).astype(kind)
+
+
+def _T(a):
+    """Swap the last two axes: the transpose of a matrix, or of each matrix in a batch."""
+    return np.swapaxes(a, -1, -2)
+
+
+def _count(shape, dim) -> int:
+    return int(np.prod([shape[i] for i in dim]))
+
+
+# --- arithmetic ---------------------------------------------------------------------------------
+def add(ctx, a, b):
+    ctx.a_shape, ctx.b_shape = a.shape, b.shape
+    return a + b
+
+
+defvjp(add, lambda ctx, g: unbroadcast(g, ctx.a_shape),
+            lambda ctx, g: unbroadcast(g, ctx.b_shape).copy())  # copy: two inputs never share one array
+
+
+def sub(ctx, a, b):
+    ctx.a_shape, ctx.b_shape = a.shape, b.shape
+    return a - b
+
+
+defvjp(sub, lambda ctx, g: unbroadcast(g, ctx.a_shape),
+            lambda ctx, g: unbroadcast(-g, ctx.b_shape))
+
+
+def mul(ctx, a, b):
+    ctx.a, ctx.b = a, b
+    return a * b
+
+
+defvjp(mul, lambda ctx, g: unbroadcast(g * ctx.b, ctx.a.shape),
+            lambda ctx, g: unbroadcast(g * ctx.a, ctx.b.shape))
+
+
+def div(ctx, a, b):
+    ctx.a, ctx.b = a, b
+    return a / b
+
+
+defvjp(div, lambda ctx, g: unbroadcast(g / ctx.b, ctx.a.shape),
+            lambda ctx, g: unbroadcast(-g * ctx.a / (ctx.b * ctx.b), ctx.b.shape))
+
+
+def pow(ctx, a, exponent):
+    ctx.a, ctx.exponent = a, exponent
+    return a**exponent
+
+
+def _pow_vjp(ctx, g):
+    if ctx.exponent == 0:  # a⁰ = 1 everywhere, so its slope is 0 everywhere, even at a = 0
+        return np.zeros_like(g)
+    return g * ctx.exponent * ctx.a ** (ctx.exponent - 1)
+
+
+defvjp(pow, _pow_vjp)
+
+
+def neg(ctx, a):
+    return -a
+
+
+defvjp(neg, lambda ctx, g: -g)
+
+
+def matmul(ctx, a, b):
+    ctx.a, ctx.b = a, b
+    return _mm(a, b)
+
+
+defvjp(matmul, lambda ctx, g: unbroadcast(_mm(g, _T(ctx.b)), ctx.a.shape),  # dA = G Bᵀ
+               lambda ctx, g: unbroadcast(_mm(_T(ctx.a), g), ctx.b.shape),  # dB = Aᵀ G
+       flops=_matmul_flops)
+
+
+# --- elementwise functions ------------------------------------------------------------------------
+def exp(ctx, a):
+    ctx.out = out = np.exp(a)
+    return out
+
+
+defvjp(exp, lambda ctx, g: g * ctx.out)  # (eᵃ)' = eᵃ: the output is all backward needs
+
+
+def log(ctx, a):
+    ctx.a = a
+    return np.log(a)
+
+
+defvjp(log, lambda ctx, g: g / ctx.a)
+
+
+def tanh(ctx, a):
+    ctx.out = out = np.tanh(a)
+    return out
+
+
+defvjp(tanh, lambda ctx, g: g * (1 - ctx.out * ctx.out))
+
+
+def relu(ctx, a):
+    ctx.out = out = np.maximum(a, 0)
+    return out
+
+
+defvjp(relu, lambda ctx, g: g * (ctx.out > 0))  # the output is positive exactly where the input was
+
+
+def sigmoid(ctx, a):
+    ctx.out = out = np.exp(-np.logaddexp(0, -a)).astype(a.dtype, copy=False)  # 1/(1+e⁻ᵃ), never overflows
+    return out
+
+
+defvjp(sigmoid, lambda ctx, g: g * ctx.out * (1 - ctx.out))
+
+
+# --- reductions over ``dim`` (a tuple of non-negative axes, or None for all) -----------------------
+def sum_(ctx, a, dim=None, keepdim=False):
+    ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+    return _sum(a, axis=dim, keepdims=keepdim)
+
+
+defvjp(sum_, lambda ctx, g: np.broadcast_to(_unreduce(g, ctx), ctx.shape), flops=_reduction)
+
+
+def mean(ctx, a, dim=None, keepdim=False):
+    ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+    return (_sum(a, axis=dim, keepdims=keepdim) / _count(a.shape, _all(dim, a.ndim))).astype(a.dtype, copy=False)
+
+
+defvjp(mean, lambda ctx, g: np.broadcast_to(_unreduce(g, ctx) / _count(ctx.shape, _all(ctx.dim, len(ctx.shape))),
+                                            ctx.shape), flops=_reduction)
+
+
+def max_(ctx, a, dim=None, keepdim=False):
+    out = np.max(a, axis=dim, keepdims=keepdim)
+    ctx.a, ctx.out, ctx.shape, ctx.dim, ctx.keepdim = a, out, a.shape, dim, keepdim
+    return out
+
+
+def _max_vjp(ctx, g):
+    """The gradient goes to the entries that were the maximum, shared equally between ties."""
+    winners = ctx.a == _unreduce(ctx.out, ctx)
+    share = winners / winners.sum(axis=_all(ctx.dim, ctx.a.ndim), keepdims=True)
+    return (_unreduce(g, ctx) * share).astype(ctx.a.dtype, copy=False)
+
+
+defvjp(max_, _max_vjp, flops=_reduction)
+
+
+def _all(dim, ndim) -> tuple:
+    return tuple(range(ndim)) if dim is None else dim
+
+
+def _unreduce(g, ctx):
+    """A reduced array with the reduced axes put back as size 1, so it broadcasts against the input."""
+    return g if ctx.keepdim else np.expand_dims(g, _all(ctx.dim, len(ctx.shape)))
+
+
+# --- shapes and indexing ------------------------------------------------------------------------------
+def reshape(ctx, a, shape):
+    ctx.shape = a.shape
+    return a.reshape(shape)
+
+
+defvjp(reshape, lambda ctx, g: g.reshape(ctx.shape), flops=_free, view=True)
+
+
+def permute(ctx, a, dims):
+    ctx.dims = dims
+    return np.transpose(a, dims)
+
+
+defvjp(permute, lambda ctx, g: np.transpose(g, np.argsort(ctx.dims)), flops=_free, view=True)
+
+
+def getitem(ctx, a, index):
+    ctx.shape, ctx.dtype, ctx.index = a.shape, a.dtype, index
+    return a[index]
+
+
+def _getitem_vjp(ctx, g):
+    """Scatter back into zeros; ``add.at`` adds up entries picked more than once."""
+    grad = np.zeros(ctx.shape, dtype=ctx.dtype)
+    np.add.at(grad, ctx.index, g)
+    return grad
+
+
+defvjp(getitem, _getitem_vjp, flops=_free, view=True)
+
+
+def cat(ctx, *arrays, dim=0):
+    ctx.sizes, ctx.dim = [a.shape[dim] for a in arrays], dim
+    return np.concatenate(arrays, axis=dim)
+
+
+defvjp(cat, vjp_all=lambda ctx, g: np.split(g, np.cumsum(ctx.sizes)[:-1], axis=ctx.dim), flops=_free)
+
+
+# --- softmax and its family ------------------------------------------------------------------------
+def _softmax_vjp(ctx, g):
+    """s ⊙ (g − ⟨g, s⟩): the Jacobian diag(s) − ssᵀ applied to g, never built."""
+    s = ctx.out
+    return s * (g - _sum(g * s, axis=ctx.dim, keepdims=True))
+
+
+def softmax(ctx, a, dim=-1):
+    shifted = np.exp(a - np.max(a, axis=dim, keepdims=True))  # the same result, and no overflow
+    ctx.out, ctx.dim = shifted / _sum(shifted, axis=dim, keepdims=True), dim
+    return ctx.out
+
+
+defvjp(softmax, _softmax_vjp)
+
+
+def masked_softmax(ctx, a, mask, dim=-1):
+    """Softmax over the entries where ``mask`` is True; the others get exactly 0.
+
+    A row with no True entry at all (everything masked) gets all zeros, not 0/0 = NaN, and so
+    does its gradient: a padded query that may attend to nothing contributes nothing.
+    """
+    top = np.max(np.where(mask, a, -np.inf), axis=dim, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0)
+    weights = np.where(mask, np.exp(np.where(mask, a, 0) - top), 0).astype(a.dtype, copy=False)
+    total = _sum(weights, axis=dim, keepdims=True)
+    ctx.out, ctx.dim = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0), dim
+    return ctx.out
+
+
+defvjp(masked_softmax, _softmax_vjp)  # the same formula: s is 0 where masked, so those entries get 0
+
+
+def log_softmax(ctx, a, dim=-1):
+    shifted = a - np.max(a, axis=dim, keepdims=True)
+    ctx.out, ctx.dim = shifted - np.log(_sum(np.exp(shifted), axis=dim, keepdims=True)), dim
+    return ctx.out
+
+
+defvjp(log_softmax, lambda ctx, g: g - np.exp(ctx.out) * _sum(g, axis=ctx.dim, keepdims=True))
+
+
+def cross_entropy_rows(ctx, logits, targets):
+    """−log softmax(logits)[target] for each row of 2-D logits; targets are integer class ids."""
+    shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    ctx.logp, ctx.targets = shifted - np.log(_sum(np.exp(shifted), axis=-1, keepdims=True)), targets
+    return -ctx.logp[np.arange(len(targets)), targets]
+
+
+def _cross_entropy_rows_vjp(ctx, g):
+    """softmax(logits) − onehot(target), each row scaled by its upstream gradient."""
+    grad = np.exp(ctx.logp)
+    grad[np.arange(len(ctx.targets)), ctx.targets] -= 1
+    return grad * g[:, None]
+
+
+defvjp(cross_entropy_rows, _cross_entropy_rows_vjp, flops=_reduction)

@@ -1,0 +1,550 @@
+"""``Tensor``: a NumPy array that remembers how it was computed (notebooks 03 to 10).
+
+It is a node of the same kind of graph as ``Value`` and runs the same backward algorithm
+(``autograd.py``). Each operation comes from the table in ``ops.py``: ``apply`` runs its forward,
+and if an input requires a gradient, records a ``Context`` holding what backward will need. At
+backward, ``_vjp`` calls the operation's vector-Jacobian products for the inputs that need one.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from numbers import Number
+
+import numpy as np
+
+from . import autograd, hooks
+from .ops import OPS, Context
+
+_grad_enabled = True
+_detect_anomaly = False
+
+
+@contextmanager
+def no_grad():
+    """Run operations without recording them: no graph, nothing saved, no gradient."""
+    global _grad_enabled
+    previous, _grad_enabled = _grad_enabled, False
+    try:
+        yield
+    finally:
+        _grad_enabled = previous
+
+
+@contextmanager
+def detect_anomaly():
+    """Stop at the first operation whose forward or backward produces nan or inf, and name it."""
+    global _detect_anomaly
+    previous, _detect_anomaly = _detect_anomaly, True
+    try:
+        yield
+    finally:
+        _detect_anomaly = previous
+
+
+def apply(op, *inputs: "Tensor", **params) -> "Tensor":
+    """Run an operation forward and, if any input requires a gradient, record it for backward.
+
+    ``op`` is a name from the table in ``ops.py``, or an ``Op`` itself (a custom operation).
+    """
+    if isinstance(op, str):
+        op = OPS[op]
+    arrays = [t.data for t in inputs]
+    needs = tuple(t.requires_grad for t in inputs)
+    ctx = Context(op, needs)
+    try:
+        out = op.forward(ctx, *arrays, **params)
+    except ValueError:  # explain the shapes in the course's words, not NumPy's
+        problem = _shape_error(op.name, arrays)
+        if problem:
+            raise ValueError(problem) from None
+        raise
+    if _detect_anomaly and _non_finite(out) and not any(_non_finite(a) for a in arrays):
+        raise FloatingPointError(f"anomaly: the forward of '{op.name}' produced nan or inf from finite inputs "
+                                 f"(input shapes {[a.shape for a in arrays]})")
+    result = _wrap(out)
+    if op.view and np.may_share_memory(out, arrays[0]):
+        result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
+    recorded = _grad_enabled and (True in needs or op.always_record)
+    if recorded:
+        result.requires_grad = True
+        result._parents = inputs
+        result._ctx = ctx
+        ctx.versions = _versions(ctx, inputs, result)
+    for hook in hooks.on_forward:
+        hook(op, ctx if recorded else None, inputs, result)
+    return result
+
+
+def _versions(ctx, inputs, result) -> tuple:
+    """(version counter, its value now, which) for each tensor whose array ``ctx`` saved."""
+    saved = set()
+    for value in vars(ctx).values():
+        saved.update(map(id, value) if type(value) is tuple else (id(value),))
+    found = tuple((t._vc, t._vc[0], f"input {i} (shape {t.shape})")
+                  for i, t in enumerate(inputs) if id(t.data) in saved)
+    if id(result.data) in saved:
+        found += ((result._vc, result._vc[0], "its output"),)
+    return found
+
+
+def _non_finite(array) -> bool:
+    array = np.asarray(array)
+    return array.dtype.kind in "fcV" and not np.all(np.isfinite(array.astype(np.float64, copy=False)))
+
+
+def _shape_error(op: str, arrays) -> str | None:
+    """A learner-readable reason why ``op`` cannot combine these inputs, or None."""
+    shapes = [a.shape for a in arrays]
+    if op == "matmul":
+        a, b = shapes
+        if len(a) < 2 or len(b) < 2:
+            return (f"matmul: {a} @ {b}: both sides need at least 2 dimensions; "
+                    "reshape a vector to (1, n) or (n, 1)")
+        if a[-1] != b[-2]:
+            return f"matmul: {a} @ {b}: inner dimensions {a[-1]} and {b[-2]} differ"
+        try:
+            np.broadcast_shapes(a[:-2], b[:-2])
+        except ValueError:
+            return f"matmul: {a} @ {b}: batch dimensions {a[:-2]} and {b[:-2]} do not broadcast"
+    elif op in ("add", "sub", "mul", "div"):
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            return (f"{op}: shapes {shapes[0]} and {shapes[1]} cannot be broadcast together "
+                    "(matching trailing dimensions must be equal, or one of them 1)")
+    return None
+
+
+_ML_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"}
+
+
+def _is_float(dtype) -> bool:
+    """float16/32/64, or one of ml_dtypes' formats (bfloat16, float8...), which NumPy sees as 'V'."""
+    return dtype.kind == "f" or dtype.name in _ML_FLOATS
+
+
+def _lift(x, like: "Tensor") -> "Tensor":
+    """The other operand of ``like`` as a Tensor, with PyTorch's rule for plain numbers.
+
+    A Python or NumPy scalar takes ``like``'s dtype when it is of the same kind (2.0 * a float32
+    tensor stays float32), and is never cut down to it: a float with an integer tensor gives
+    float64 (``Tensor([1, 2]) * 0.5`` is ``[0.5, 1.0]``, not ``[0, 0]``).
+    """
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (Number, np.generic)) and not isinstance(x, (bool, np.bool_, complex, np.complexfloating)):
+        if isinstance(x, (float, np.floating)) and not _is_float(like.dtype):
+            return _wrap(np.asarray(x, dtype=np.float64))
+        return _wrap(np.asarray(x, dtype=like.dtype))
+    if isinstance(x, np.ndarray):
+        return Tensor(x)
+    raise TypeError(f"cannot combine a Tensor with {type(x).__name__} {x!r:.40}")
+
+
+def _wrap(array: np.ndarray) -> "Tensor":
+    """A new Tensor around ``array`` (no copy, no checks): how operations return their results."""
+    t = Tensor.__new__(Tensor)
+    t.data, t.grad, t.requires_grad, t.label = array, None, False, ""
+    t._parents, t._ctx, t._vc = (), None, [0]
+    return t
+
+
+def _dims(t: "Tensor", dim, axis, what: str):
+    """``dim`` (or NumPy's ``axis``) as a sorted tuple of non-negative axes; None means all."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{what}: pass dim= or axis=, not both (they are the same thing)")
+        dim = axis
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    n = max(t.ndim, 1)  # like PyTorch, a 0-d tensor accepts dim 0 and -1
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or not -n <= d < n:
+            raise IndexError(f"{what}: dim {d!r} is out of range for a tensor of shape {t.shape} "
+                             f"(expected an integer from {-n} to {n - 1})")
+    normal = tuple(sorted({int(d) % n for d in dims}))
+    if len(normal) != len(dims):
+        raise ValueError(f"{what}: dim {dim} names the same axis twice")
+    return normal if t.ndim else None
+
+
+def _keep(keepdim, keepdims) -> bool:
+    return bool(keepdim if keepdims is None else keepdims)
+
+
+_UFUNCS = {"add": "__add__", "subtract": "__sub__", "multiply": "__mul__", "divide": "__truediv__",
+           "true_divide": "__truediv__",
+           "matmul": "__matmul__", "negative": "__neg__", "exp": "exp", "log": "log", "tanh": "tanh"}
+
+
+class Tensor:
+    """An n-dimensional array in a computation graph; ``.grad`` has the same shape.
+
+    ``Tensor(data)`` copies ``data``, as ``torch.tensor`` does (``from_numpy`` shares it instead).
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "label", "_parents", "_ctx", "_vc")
+
+    def __init__(self, data, requires_grad: bool = False, dtype=None, label: str = ""):
+        if isinstance(data, Tensor):
+            data = data.data
+        try:
+            array = np.array(data, dtype=dtype)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"Tensor needs numbers in a regular shape; got {type(data).__name__}: {err}") from None
+        if array.dtype.kind not in "biuf" and not _is_float(array.dtype):
+            raise TypeError(f"Tensor holds numbers; got an array of dtype {array.dtype}")
+        if requires_grad and not _is_float(array.dtype):
+            raise TypeError(f"only floating-point tensors can require gradients; this one is {array.dtype} "
+                            "(make it from floats, or pass dtype=np.float64)")
+        self.data = array
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self.label = label
+        self._parents = ()
+        self._ctx = None
+        self._vc = [0]  # version counter, shared with views: bumped by every in-place change
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    @property
+    def _op(self) -> str:
+        return self._ctx.op.name if self._ctx is not None else ""
+
+    # --- the protocol of the shared backward algorithm ----------------------------------------
+    def _vjp(self, upstream):
+        ctx = self._ctx
+        for counter, version, which in ctx.versions:
+            if counter[0] != version:
+                raise RuntimeError(
+                    f"backward of '{ctx.op.name}' needs {which} as it was in the forward pass, but it was "
+                    f"modified in place afterwards (version {counter[0]}, saved at version {version}). "
+                    f"Use an out-of-place operation (y = x + 1, not x += 1), or copy the tensor first.")
+        op = ctx.op
+        if op.vjp_all is None:
+            grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
+        else:
+            grads = _all_grads(op, ctx, upstream)
+        for i, (parent, g) in enumerate(zip(self._parents, grads)):
+            if g is not None and getattr(g, "shape", None) != parent.data.shape:
+                raise ValueError(f"the backward of '{op.name}' returned a gradient of shape {np.shape(g)} for its "
+                                 f"input {i}, which has shape {parent.data.shape}: a gradient has the shape of "
+                                 "what it is the gradient of")
+        if _detect_anomaly and not _non_finite(upstream) and any(g is not None and _non_finite(g) for g in grads):
+            raise FloatingPointError(f"anomaly: the backward of '{op.name}' produced nan or inf "
+                                     f"from a finite upstream gradient")
+        for hook in hooks.on_backward:
+            hook(self)
+        return grads
+
+    def _reset_grad(self):
+        self.grad = None
+
+    def _add_grad(self, g):
+        if g.dtype != self.data.dtype:
+            g = g.astype(self.data.dtype)
+        if self.grad is None:
+            # adopt the array without copying (read-only broadcasts excepted); gradients are never
+            # updated in place afterwards, so an array seen elsewhere stays correct
+            self.grad = g if g.flags.writeable else g.copy()
+        else:
+            self.grad = self.grad + g
+
+    def backward(self, gradient=None) -> None:
+        """Fill ``.grad`` of every tensor this one depends on with dL/d(tensor), L being this one.
+
+        A scalar starts from dL/dL = 1. A non-scalar needs ``gradient``: dL/d(this tensor), of its
+        shape. Leaf gradients accumulate over calls; reset them with ``zero_grad()``.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("backward(): this tensor does not require a gradient: none of the tensors "
+                               "it was computed from has requires_grad=True (or it was made under no_grad)")
+        if gradient is None:
+            if self.data.size != 1:
+                raise RuntimeError(
+                    f"backward() on a tensor of shape {self.data.shape} needs a gradient: pass gradient=, an "
+                    "array of the same shape holding dL/d(this tensor), or reduce it to a scalar first "
+                    "(e.g. loss = y.sum())")
+            gradient = np.ones_like(self.data)
+        else:
+            gradient = np.array(gradient.data if isinstance(gradient, Tensor) else gradient,
+                                dtype=self.data.dtype)  # a copy
+            if gradient.shape != self.data.shape:
+                raise ValueError(f"backward(gradient=...): it has shape {gradient.shape}, "
+                                 f"but the tensor has shape {self.data.shape}")
+        autograd.backward(self, gradient)
+
+    def zero_grad(self) -> None:
+        """Forget the accumulated gradient (``.grad`` becomes None)."""
+        self.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Start (or stop) recording operations on this leaf tensor; returns it."""
+        if requires_grad and not _is_float(self.dtype):
+            raise TypeError(f"only floating-point tensors can require gradients; this one is {self.dtype}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> "Tensor":
+        """The same numbers (the same memory), cut off from the graph: no gradient flows back through it."""
+        t = _wrap(self.data)
+        t._vc = self._vc  # an in-place edit of the detached tensor is an edit of this one
+        return t
+
+    # --- arithmetic ----------------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """``ndarray + tensor``, ``np.float64(2) * tensor``, ``np.exp(tensor)``: done by the Tensor, recorded."""
+        name = _UFUNCS.get(ufunc.__name__)
+        if method != "__call__" or kwargs or name is None:
+            raise TypeError(f"np.{ufunc.__name__} cannot record a Tensor in the graph. Use the Tensor's own "
+                            f"operations, or pass t.detach().numpy() for a plain array.")
+        first, *rest = inputs
+        if not isinstance(first, Tensor):  # NumPy on the left: the Tensor's reflected operation
+            return getattr(self, "__r" + name[2:])(first)
+        return getattr(first, name)(*rest)
+
+    def __add__(self, other):
+        return apply("add", self, _lift(other, self))
+
+    def __radd__(self, other):
+        return apply("add", _lift(other, self), self)
+
+    def __sub__(self, other):
+        return apply("sub", self, _lift(other, self))
+
+    def __rsub__(self, other):
+        return apply("sub", _lift(other, self), self)
+
+    def __mul__(self, other):
+        return apply("mul", self, _lift(other, self))
+
+    def __rmul__(self, other):
+        return apply("mul", _lift(other, self), self)
+
+    def __truediv__(self, other):
+        return apply("div", self, _lift(other, self))
+
+    def __rtruediv__(self, other):
+        return apply("div", _lift(other, self), self)
+
+    def __pow__(self, exponent):
+        if not isinstance(exponent, (Number, np.generic)) or isinstance(exponent, (bool, complex)):
+            raise TypeError(f"Tensor ** exponent: the exponent must be a plain number, got {type(exponent).__name__}")
+        if isinstance(exponent, (float, np.floating)) and not _is_float(self.dtype):
+            return (self * 1.0) ** exponent  # an integer tensor to a fractional power: in floats, like PyTorch
+        return apply("pow", self, exponent=exponent)
+
+    def __neg__(self):
+        return apply("neg", self)
+
+    def __matmul__(self, other):
+        return _matmul(self, _lift(other, self))
+
+    def __rmatmul__(self, other):
+        return _matmul(_lift(other, self), self)
+
+    # --- in-place changes: allowed where no gradient is being recorded, and versioned -----------
+    def _in_place(self, name: str, instead: str, change) -> "Tensor":
+        if self.requires_grad and _grad_enabled:
+            raise RuntimeError(f"{name}: in-place change of a tensor that requires a gradient; backward may "
+                               f"need its old value. Write {instead} instead (or use no_grad() for an update).")
+        change(self.data)
+        self._vc[0] += 1
+        return self
+
+    def __iadd__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x += ...", "y = x + ...", lambda d: np.add(d, other, out=d, casting="unsafe"))
+
+    def __isub__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x -= ...", "y = x - ...", lambda d: np.subtract(d, other, out=d, casting="unsafe"))
+
+    def __imul__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x *= ...", "y = x * ...", lambda d: np.multiply(d, other, out=d, casting="unsafe"))
+
+    def __itruediv__(self, other):
+        other = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x /= ...", "y = x / ...", lambda d: np.divide(d, other, out=d, casting="unsafe"))
+
+    def __setitem__(self, index, value):
+        value = value.data if isinstance(value, Tensor) else value
+        self._in_place("x[...] = ...", "a new tensor (e.g. cat the pieces)", lambda d: d.__setitem__(index, value))
+
+    # --- functions -----------------------------------------------------------------------------
+    def exp(self):
+        return apply("exp", self)
+
+    def log(self):
+        return apply("log", self)
+
+    def tanh(self):
+        return apply("tanh", self)
+
+    def relu(self):
+        return apply("relu", self)
+
+    def sigmoid(self):
+        return apply("sigmoid", self)
+
+    def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return apply("sum", self, dim=_dims(self, dim, axis, "sum"), keepdim=_keep(keepdim, keepdims))
+
+    def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        return apply("mean", self, dim=_dims(self, dim, axis, "mean"), keepdim=_keep(keepdim, keepdims))
+
+    def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+        """The largest entries (values only: PyTorch's ``max(dim)`` also returns their indices)."""
+        return apply("max", self, dim=_dims(self, dim, axis, "max"), keepdim=_keep(keepdim, keepdims))
+
+    def softmax(self, dim=-1, *, axis=None):
+        return apply("softmax", self, dim=_one_dim(self, dim, axis, "softmax"))
+
+    def log_softmax(self, dim=-1, *, axis=None):
+        return apply("log_softmax", self, dim=_one_dim(self, dim, axis, "log_softmax"))
+
+    # --- shapes ------------------------------------------------------------------------------
+    def reshape(self, *shape):
+        shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        try:
+            np.empty(self.data.shape).reshape(shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"reshape: cannot reshape {self.data.shape} ({self.data.size} numbers) "
+                             f"into {shape}") from None
+        return apply("reshape", self, shape=shape)
+
+    view = reshape  # PyTorch's view never copies; haaw's reshape copies only where NumPy must
+
+    def permute(self, *dims):
+        """Reorder all the axes: output axis i is input axis ``dims[i]``."""
+        dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        n = self.ndim
+        if len(dims) != n or sorted(d % n if isinstance(d, (int, np.integer)) and -n <= d < n else None
+                                    for d in dims) != list(range(n)):
+            raise ValueError(f"permute{dims}: a tensor of shape {self.shape} needs each of its {n} axes "
+                             f"exactly once (numbers from {-n} to {n - 1})")
+        return apply("permute", self, dims=tuple(int(d) % n for d in dims))
+
+    def transpose(self, dim0: int, dim1: int):
+        """Swap two axes (PyTorch's meaning; NumPy's ``transpose(axes)`` is ``permute`` here)."""
+        dims = list(range(self.ndim))
+        if self.ndim:
+            (a,), (b,) = _dims(self, dim0, None, "transpose"), _dims(self, dim1, None, "transpose")
+            dims[a], dims[b] = dims[b], dims[a]
+        return self.permute(dims)
+
+    swapaxes = transpose  # NumPy's name for the same swap
+
+    @property
+    def T(self):
+        """All axes reversed: the transpose of a matrix."""
+        return self.permute(tuple(range(self.ndim))[::-1])
+
+    def __getitem__(self, index):
+        if isinstance(index, Tensor):
+            index = index.data
+        try:
+            self.data[index]
+        except IndexError as err:
+            raise IndexError(f"indexing a tensor of shape {self.data.shape}: {err}") from None
+        return apply("getitem", self, index=index)
+
+    # --- looking at it ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    def size(self, dim=None):
+        """The shape (PyTorch's name), or the length of axis ``dim``. ``numel()`` counts the entries."""
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    def numel(self) -> int:
+        return self.data.size
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def numpy(self) -> np.ndarray:
+        """The array itself (shared, not copied), like PyTorch's ``.numpy()``."""
+        return self.data
+
+    def item(self) -> float:
+        return self.data.item()
+
+    def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:
+            raise TypeError("NumPy was given a Tensor that requires a gradient: NumPy cannot record it in the "
+                            "graph. Use the Tensor's own operations, or pass t.detach().numpy() for a plain array.")
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, precision=4, separator=", ", threshold=20, prefix="Tensor(")
+        extras = "".join([f", dtype={self.data.dtype}" if self.data.dtype != np.float64 else "",
+                          ", requires_grad=True" if self.requires_grad else "",
+                          f", label={self.label!r}" if self.label else ""])
+        return f"Tensor({body}{extras})"
+
+
+def _matmul(a: Tensor, b: Tensor) -> Tensor:
+    if a.ndim < 2 or b.ndim < 2:  # NumPy would accept vectors and quietly change the shapes
+        raise ValueError(_shape_error("matmul", [a.data, b.data]))
+    return apply("matmul", a, b)
+
+
+def _one_dim(t, dim, axis, what) -> int:
+    dims = _dims(t, dim if axis is None else None, axis, what)
+    return -1 if dims is None else dims[0]
+
+
+def _all_grads(op, ctx, upstream) -> list:
+    """Call an all-at-once VJP (custom operations, cat); keep the gradients of inputs that need one."""
+    grads = op.vjp_all(ctx, upstream)
+    grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
+    if len(grads) != len(ctx.needs_input_grad):
+        raise ValueError(f"the backward of '{op.name}' returned {len(grads)} gradient(s) for "
+                         f"{len(ctx.needs_input_grad)} input(s): return one per input (None where there is none)")
+    return [None if g is None or not need else np.asarray(g)
+            for g, need in zip(grads, ctx.needs_input_grad)]
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new Tensor holding a copy of ``data`` (PyTorch's ``torch.tensor``)."""
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A Tensor that shares ``array``'s memory (PyTorch's ``torch.from_numpy``).
+
+    Edits made through NumPy afterwards are invisible to the version counter, exactly as in
+    PyTorch: if backward needs the values, copy instead (``Tensor(array)``).
+    """
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a NumPy array, got {type(array).__name__}")
+    Tensor(array[:0] if array.ndim else array.reshape(1)[:0])  # same dtype checks as Tensor()
+    return _wrap(array)
+
+
+def cat(tensors, dim: int = 0) -> Tensor:
+    """Join tensors along ``dim``; each gets back its own slice of the gradient."""
+    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("cat: needs at least one tensor")
+    shapes = [t.shape for t in tensors]
+    if len({len(s) for s in shapes}) != 1 or not shapes[0]:
+        raise ValueError(f"cat: shapes {shapes} must all have the same number of dimensions (at least 1)")
+    (d,) = _dims(tensors[0], dim, None, "cat")
+    if len({s[:d] + s[d + 1:] for s in shapes}) != 1:
+        raise ValueError(f"cat along dim {dim}: shapes {shapes} must match in every other dimension")
+    return apply("cat", *tensors, dim=d)

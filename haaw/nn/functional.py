@@ -1,0 +1,170 @@
+"""Functions on tensors that are not methods: what a model's layers and losses are made of.
+
+Import it as PyTorch's is imported: ``import haaw.nn.functional as F``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import Tensor
+from ..engine.tensor import apply
+
+
+def relu(x: Tensor) -> Tensor:
+    return x.relu()
+
+
+def tanh(x: Tensor) -> Tensor:
+    return x.tanh()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    return x.sigmoid()
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim``, computed after subtracting the max (no overflow)."""
+    return x.softmax(dim)
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """log(softmax(x)), computed directly so that tiny probabilities do not become log(0)."""
+    return x.log_softmax(dim)
+
+
+def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                  *, mask=None) -> Tensor:
+    """The negative log-probability of each target class, averaged or summed, with PyTorch's shapes.
+
+    ``input`` holds logits of shape (N, C), or (N, C, d1, ...) with the classes on axis 1, or (C,);
+    ``target`` holds integer class ids of shape (N,), (N, d1, ...) or (). Entries whose target is
+    ``ignore_index`` count for nothing, and "mean" divides by the number of entries that count
+    (weighted by ``weight[class]`` if class weights are given). ``mask`` (haaw's extra, same shape
+    as ``target``, 1 = counts, 0 = padding) does the same for padded positions: both remove entries
+    *before* the reduction. ``reduction``: "mean", "sum" or "none" (one loss per entry).
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cross_entropy: input must be a Tensor of logits, got {type(input).__name__}")
+    target = np.asarray(target.data if isinstance(target, Tensor) else target)
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: target must hold integer class ids, got dtype {target.dtype}")
+    if input.ndim == 0 or (input.ndim == 1 and target.ndim != 0) or \
+            (input.ndim > 1 and target.shape != input.shape[:1] + input.shape[2:]):
+        expected = "()" if input.ndim == 1 else str(input.shape[:1] + input.shape[2:])
+        raise ValueError(f"cross_entropy: target of shape {target.shape} does not fit input of shape "
+                         f"{input.shape}: the classes are on axis 1 (as in PyTorch), so target should have shape "
+                         f"{expected}. For logits of shape (B, T, C), pass input.reshape(-1, C) and "
+                         "target.reshape(-1).")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    classes = input.shape[1] if input.ndim > 1 else input.shape[0]
+    if input.ndim > 2:  # (N, C, d1, ...) -> (N, d1, ..., C): one row of logits per entry
+        input = input.permute(0, *range(2, input.ndim), 1)
+    rows = input.reshape(-1, classes)
+    flat = target.reshape(-1)
+    counts = flat != ignore_index
+    if np.any((flat[counts] < 0) | (flat[counts] >= classes)):
+        bad = flat[counts][(flat[counts] < 0) | (flat[counts] >= classes)][0]
+        raise ValueError(f"cross_entropy: target {bad} is not a class id: they must lie in [0, {classes - 1}] "
+                         f"(or equal ignore_index={ignore_index})")
+    losses = apply("cross_entropy_rows", rows, targets=np.where(counts, flat, 0))
+    share = counts.astype(np.float64)
+    if weight is not None:
+        weight = np.asarray(weight.data if isinstance(weight, Tensor) else weight, dtype=np.float64)
+        if weight.shape != (classes,):
+            raise ValueError(f"cross_entropy: weight must have one entry per class, shape ({classes},), "
+                             f"got {weight.shape}")
+        share = share * weight[np.where(counts, flat, 0)]
+    if mask is not None:
+        mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+        if mask.shape != target.shape:
+            raise ValueError(f"cross_entropy: mask of shape {mask.shape} must match target {target.shape}")
+        share = share * mask.reshape(-1)
+    if reduction == "mean" and weight is None and mask is None and counts.all():
+        return losses.mean()  # the common case, one operation
+    if np.any(share != 1):
+        losses = losses * share.astype(rows.dtype)
+    if reduction == "none":
+        return losses.reshape(target.shape)
+    if reduction == "sum":
+        return losses.sum()
+    total = float(np.sum(share))
+    if total == 0:
+        raise ValueError("cross_entropy: every entry is ignored or masked, so there is nothing to average "
+                         "(PyTorch returns nan here)")
+    return losses.sum() / total
+
+
+def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
+    """GELU, tanh form: x · Φ(x) approximated as ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
+
+    Smooth where ReLU has a corner, and slightly negative for small negative x, so a unit is never
+    completely dead. haaw has only the tanh form (PyTorch's default is the exact one, with erf).
+    """
+    if approximate != "tanh":
+        raise ValueError(f"gelu: haaw implements approximate='tanh' only, got {approximate!r}")
+    inner = (x + x**3 * 0.044715) * float(np.sqrt(2 / np.pi))
+    return x * (inner.tanh() + 1.0) * 0.5
+
+
+def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over the last axes (``normalized_shape``) to mean 0 and variance 1, then scale and shift.
+
+    y = (x − mean) / √(variance + ε) · weight + bias, the variance being the biased one (divided by
+    n, not n − 1). Built from the table's operations, so its backward needs no formula of its own:
+    the chain rule through mean, subtraction, power and division is the layer-norm gradient.
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    if not shape or x.shape[-len(shape):] != shape:
+        raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, "
+                         f"whose shape is {x.shape}")
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    centred = x - x.mean(dims, keepdim=True)
+    variance = (centred * centred).mean(dims, keepdim=True)
+    out = centred / (variance + eps) ** 0.5
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def causal_mask(length: int) -> np.ndarray:
+    """True where position i may look at position j, that is j ≤ i (no peeking ahead)."""
+    return np.tril(np.ones((length, length), dtype=bool))
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
+                                 is_causal: bool = False, scale: float | None = None, *,
+                                 return_weights: bool = False):
+    """softmax(query keyᵀ · scale) value, over the last two axes.
+
+    ``attn_mask`` (boolean, broadcastable to the scores' shape (..., queries, keys)): True means
+    "may attend", as in PyTorch. ``is_causal=True`` adds the causal mask. ``scale`` defaults to
+    1/√d_k, which keeps the scores' variance near 1. A query whose row of the mask is all False
+    gets output 0 and gradient 0, never NaN. ``return_weights`` (haaw's extra) also returns the
+    attention weights.
+    """
+    d_k = query.shape[-1]
+    if key.shape[-1] != d_k:
+        raise ValueError(f"attention: queries have {d_k} features but keys have {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"attention: {key.shape[-2]} keys but {value.shape[-2]} values")
+    scale = 1.0 / float(np.sqrt(d_k)) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    mask = None if attn_mask is None else np.asarray(attn_mask, dtype=bool)
+    if is_causal:
+        causal = np.tril(np.ones(scores.shape[-2:], dtype=bool))  # query i sees keys 0..i, as in PyTorch
+        mask = causal if mask is None else mask & causal
+    if mask is None:
+        weights = scores.softmax(-1)
+    else:
+        try:
+            mask = np.broadcast_to(mask, scores.shape)
+        except ValueError:
+            raise ValueError(f"attention: a mask of shape {mask.shape} does not fit scores of shape "
+                             f"{scores.shape} (queries × keys)") from None
+        weights = apply("masked_softmax", scores, mask=mask, dim=-1)
+    out = weights @ value
+    return (out, weights) if return_weights else out

@@ -1,0 +1,174 @@
+"""Layers with parameters, PyTorch-style: a ``Module`` finds its parameters by itself.
+
+Every Tensor held by a module (directly, in a sub-module, or in a list of them) is one of its
+parameters, frozen or not; haaw has no separate ``nn.Parameter`` type. Layers draw their initial
+weights from haaw's generator (``haaw.manual_seed`` makes that reproducible), or from their own
+``seed=`` when one is given, so two ``Linear(4, 4)`` start from different weights unless asked not to.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine import Tensor
+
+_generator = [np.random.default_rng()]
+
+
+def manual_seed(seed: int) -> None:
+    """Make every layer created afterwards start from reproducible weights (``torch.manual_seed``)."""
+    _generator[0] = np.random.default_rng(seed)
+
+
+def _rng(seed):
+    return _generator[0] if seed is None else np.random.default_rng(seed)
+
+
+def _offset(seed, k):
+    """The seed of a model's k-th sub-layer: each differs, all follow from the model's seed."""
+    return None if seed is None else seed + k
+
+
+class Module:
+    def named_parameters(self, prefix: str = ""):
+        """(dotted name, tensor) for every parameter of this module and its sub-modules, each once."""
+        seen = set()
+
+        def visit(x, name):
+            if isinstance(x, Tensor):
+                if id(x) not in seen:  # a tensor shared by two layers (tied weights) counts once
+                    seen.add(id(x))
+                    yield name, x
+            elif isinstance(x, Module):
+                for key, value in vars(x).items():
+                    yield from visit(value, f"{name}.{key}" if name else key)
+            elif isinstance(x, (list, tuple)):
+                for i, value in enumerate(x):
+                    yield from visit(value, f"{name}.{i}" if name else str(i))
+
+        return visit(self, prefix)
+
+    def parameters(self) -> list[Tensor]:
+        """Every parameter, including frozen ones (``requires_grad=False``), as in PyTorch."""
+        return [p for _, p in self.named_parameters()]
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        """Train (True) or freeze (False) every parameter of this module; returns the module."""
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+            if not requires_grad:
+                p.grad = None
+        return self
+
+    def freeze(self) -> "Module":
+        """``requires_grad_(False)``: its parameters no longer require (or receive) gradients."""
+        return self.requires_grad_(False)
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
+class Linear(Module):
+    """y = x @ W + b, with W of shape (in_features, out_features), as in Y = XW.
+
+    (PyTorch stores the transpose, (out, in), and computes x @ W.T + b.)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, *, seed=None, dtype=np.float64):
+        rng = _rng(seed)
+        bound = 1.0 / np.sqrt(in_features)  # keeps the output's scale close to the input's
+        self.weight = Tensor(rng.uniform(-bound, bound, (in_features, out_features)).astype(dtype),
+                             requires_grad=True, label="W")
+        self.bias = (Tensor(rng.uniform(-bound, bound, out_features).astype(dtype), requires_grad=True, label="b")
+                     if bias else None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x @ self.weight
+        return y + self.bias if self.bias is not None else y
+
+
+class MLP(Module):
+    """Linear layers with an activation between them (none after the last)."""
+
+    def __init__(self, sizes, activation: str = "relu", *, seed=None, dtype=np.float64):
+        if activation not in ("relu", "tanh", "sigmoid"):
+            raise ValueError(f"MLP: activation must be 'relu', 'tanh' or 'sigmoid', got {activation!r}")
+        self.layers = [Linear(n_in, n_out, seed=_offset(seed, i), dtype=dtype)
+                       for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]))]
+        self.activation = activation
+
+    def forward(self, x: Tensor) -> Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = getattr(x, self.activation)()
+        return x
+
+
+class LayerNorm(Module):
+    """Normalise each feature vector, then a learned scale (1) and shift (0) per feature."""
+
+    def __init__(self, features: int, eps: float = 1e-5, *, dtype=np.float64):
+        self.weight = Tensor(np.ones(features, dtype=dtype), requires_grad=True, label="γ")
+        self.bias = Tensor(np.zeros(features, dtype=dtype), requires_grad=True, label="β")
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        from .functional import layer_norm
+
+        return layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class SelfAttention(Module):
+    """Multi-head self-attention: project to queries, keys and values, attend per head, project back."""
+
+    def __init__(self, dim: int, heads: int, *, seed=None, dtype=np.float64):
+        if dim % heads:
+            raise ValueError(f"SelfAttention: dim {dim} is not divisible by {heads} heads")
+        self.heads = heads
+        self.q, self.k, self.v, self.out = (Linear(dim, dim, seed=_offset(seed, i), dtype=dtype) for i in range(4))
+
+    def split_heads(self, x: Tensor) -> Tensor:  # (B, T, D) -> (B, heads, T, D / heads)
+        B, T, D = x.shape
+        return x.reshape(B, T, self.heads, D // self.heads).transpose(1, 2)
+
+    def forward(self, x: Tensor, mask=None) -> Tensor:
+        from .functional import scaled_dot_product_attention
+
+        B, T, D = x.shape
+        heads = scaled_dot_product_attention(self.split_heads(self.q(x)), self.split_heads(self.k(x)),
+                                             self.split_heads(self.v(x)), attn_mask=mask)
+        return self.out(heads.transpose(1, 2).reshape(B, T, D))
+
+
+class FeedForward(Module):
+    """Linear → GELU → Linear, widening by ``expand`` in between."""
+
+    def __init__(self, dim: int, expand: int = 4, *, seed=None, dtype=np.float64):
+        self.up = Linear(dim, expand * dim, seed=seed, dtype=dtype)
+        self.down = Linear(expand * dim, dim, seed=_offset(seed, 1), dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        from .functional import gelu
+
+        return self.down(gelu(self.up(x)))
+
+
+class TransformerBlock(Module):
+    """Pre-norm block: x + Attention(LN(x)), then + FeedForward(LN(·)).
+
+    The two additions are the residual paths: each passes its incoming gradient straight
+    through, whatever the sublayer beside it does.
+    """
+
+    def __init__(self, dim: int, heads: int, *, seed=None, dtype=np.float64):
+        self.ln1, self.ln2 = LayerNorm(dim, dtype=dtype), LayerNorm(dim, dtype=dtype)
+        self.attn = SelfAttention(dim, heads, seed=seed, dtype=dtype)
+        self.ff = FeedForward(dim, seed=_offset(seed, 10), dtype=dtype)
+
+    def forward(self, x: Tensor, mask=None) -> Tensor:
+        x = x + self.attn(self.ln1(x), mask=mask)
+        return x + self.ff(self.ln2(x))

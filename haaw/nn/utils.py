@@ -1,0 +1,20 @@
+"""Helpers that act on a model's gradients (``torch.nn.utils``)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def clip_grad_norm_(parameters, max_norm: float) -> float:
+    """Scale all gradients together so that their global norm is at most ``max_norm``.
+
+    Returns the norm *before* clipping: the number to log and watch. Clipping hides a symptom
+    (one huge step); it does not fix what made the gradient huge. (PyTorch returns the norm as a
+    tensor; haaw as a float.)
+    """
+    params = [p for p in parameters if p.grad is not None]
+    total = float(np.sqrt(sum(float(np.sum(p.grad.astype(np.float64) ** 2)) for p in params)))
+    if total > max_norm:
+        scale = max_norm / (total + 1e-6)
+        for p in params:
+            p.grad = p.grad * scale  # a new array: gradients are never changed in place
+    return total

@@ -1,0 +1,136 @@
+"""Every checker: the right answer passes, each anticipated mistake gets its own hint,
+odd input gets a polite message and never an exception."""
+import numpy as np
+import pytest
+
+from haaw import Value
+from haaw.course.exercises import REGISTRY, check, hint, solution
+from haaw.course.exercises.core import CORRECT, NOT_ATTEMPTED, UNREADABLE, WRONG
+
+KEYS = sorted(REGISTRY)
+WORD_KEYS = [k for k in KEYS if REGISTRY[k].choices]
+NUMBER_KEYS = [k for k in KEYS if not isinstance(REGISTRY[k].answer, np.ndarray) and k not in WORD_KEYS]
+ARRAY_KEYS = [k for k in KEYS if isinstance(REGISTRY[k].answer, np.ndarray)]
+MISTAKES = [(key, wrong, why) for key in KEYS for wrong, why in REGISTRY[key].mistake_pairs()]
+GARBAGE = [None, "forty", "", np.array([1.0, 2.0]), np.zeros((2, 2)), [1, 2, 3], {}, object(),
+           True, float("nan"), float("inf"), 1e400, complex(1, 2), Value(1.0), [[1, 2]], "1.2.3"]
+
+
+def test_the_course_has_exercises_for_notebooks_01_to_08():
+    assert {k[:2] for k in KEYS} >= {"01", "02", "03", "04", "05", "06", "07", "08"}
+    for key in KEYS:
+        assert 2 <= sum(k[:2] == key[:2] for k in KEYS) <= 4
+
+
+@pytest.mark.parametrize("key", NUMBER_KEYS)
+def test_the_right_number_passes_in_any_reasonable_form(key):
+    answer = REGISTRY[key].answer
+    for form in (answer, float(answer), np.float64(answer), np.array([answer]), str(answer)):
+        assert check(key, form).status == CORRECT, form
+
+
+@pytest.mark.parametrize("key", WORD_KEYS)
+def test_the_right_words_pass_whatever_the_case_and_spacing(key):
+    for accepted in REGISTRY[key].answer:
+        for form in (accepted, accepted.upper(), f"  {accepted}  ", accepted.replace(" ", "  ")):
+            assert check(key, form).status == CORRECT, form
+    assert "is not one of the answers" in check(key, "banana").message
+
+
+@pytest.mark.parametrize("key", ARRAY_KEYS)
+def test_the_right_array_passes_as_an_array_a_list_or_a_tensor(key):
+    from haaw.engine.tensor import Tensor
+
+    answer = REGISTRY[key].answer
+    for form in (answer, answer.tolist(), answer.astype(np.float32), Tensor(answer)):
+        assert check(key, form).status == CORRECT, form
+
+
+@pytest.mark.parametrize("key", ARRAY_KEYS)
+def test_array_answers_get_told_about_transposes_shapes_and_the_first_wrong_entry(key):
+    answer = REGISTRY[key].answer
+    if answer.ndim == 2:
+        assert "you have the transpose" in check(key, answer.T).message
+    assert f"must have shape {answer.shape}" in check(key, np.zeros(answer.shape + (2,))).message
+    off = answer.copy()
+    off.flat[-1] += 1
+    message = check(key, off).message
+    assert "1 of" in message and f"yours {off.flat[-1]:g}, expected {answer.flat[-1]:g}" in message
+    assert "wrong sign" in check(key, -answer).message
+
+
+@pytest.mark.parametrize("key, wrong, why", MISTAKES)
+def test_each_anticipated_mistake_gets_its_own_hint(key, wrong, why):
+    feedback = check(key, wrong)
+    assert feedback.status == WRONG
+    assert why in feedback.message
+
+
+def test_the_classic_matrix_mistakes_are_named():
+    from haaw.course.exercises.nb03 import G, W, X
+
+    assert "you have the transpose" in check("03-dW", G.T @ X).message
+    assert "You averaged over the batch" in check("03-db", G.mean(axis=0)).message
+    assert "one gradient per example" in check("03-db", G).message
+    assert "add them up over the batch" in check("03-dW", np.einsum("bi,bj->bij", X, G)).message
+    assert "wrong axis" in check("03-db", G.sum(axis=1)).message
+    assert "transpose" in check("03-dX", W @ G.T).message
+
+
+def test_the_hints_match_the_issue_examples():
+    assert "stopped one link early" in check("01-dL/dw", 12).message
+    assert "is y" in check("01-dL/dw", 6).message
+
+
+@pytest.mark.parametrize("key", NUMBER_KEYS)
+def test_a_sign_error_is_named(key):
+    answer = float(REGISTRY[key].answer)
+    if -answer in REGISTRY[key].mistakes:
+        pytest.fail("a mistake table entry would shadow the sign check")
+    assert "sign" in check(key, -answer).message
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_the_untouched_placeholder_means_not_attempted(key):
+    feedback = check(key, ...)
+    assert feedback.status == NOT_ATTEMPTED
+    assert "Not attempted yet" in repr(feedback)
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("garbage", GARBAGE, ids=lambda g: type(g).__name__)
+def test_garbage_gets_a_polite_message(key, garbage):
+    feedback = check(key, garbage)
+    # a number exercise cannot read it; an array exercise may read it as an array of the wrong shape
+    assert feedback.status == UNREADABLE or (key in ARRAY_KEYS and feedback.status == WRONG)
+    assert feedback.message and "Traceback" not in feedback.message
+
+
+def test_an_unknown_exercise_lists_the_real_ones():
+    feedback = check("nope", 1)
+    assert feedback.status == UNREADABLE and "01-dL/dw" in feedback.message
+    assert hint(None).status == UNREADABLE and solution(42).status == UNREADABLE
+
+
+def test_an_unexpected_wrong_number_suggests_a_hint():
+    assert "hint('01-step')" in check("01-step", 123.0).message
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_hints_are_tiered_and_end_at_the_solution(key):
+    ex = REGISTRY[key]
+    shown = [hint(key, level=i + 1).message for i in range(len(ex.hints))]
+    for i, message in enumerate(shown):
+        assert message.startswith(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}")
+    assert "solution(" in shown[-1]
+    if key in WORD_KEYS:
+        assert ex.answer[0] in solution(key).message
+    if key in NUMBER_KEYS:
+        a, text = ex.answer, solution(key).message
+        assert any(form in text or form in text.replace(",", "") for form in (str(a), f"{a:,}", f"{a:.2g}"))
+
+
+def test_hint_without_a_level_advances_one_tier_per_call():
+    key = "01-chain"
+    first, second = hint(key, level=1), hint(key)
+    assert first.message.startswith("Hint 1/") and second.message.startswith("Hint 2/")

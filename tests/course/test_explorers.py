@@ -1,0 +1,146 @@
+"""The explorers' callbacks, run without a browser: moving a slider changes what is shown."""
+import matplotlib
+import pytest
+
+from haaw import Value
+from haaw.course.explorers import backward_stepper, tangent_explorer
+
+matplotlib.use("Agg")
+pytest.importorskip("ipywidgets")
+
+
+def find(widget, kind):
+    """Every descendant of ``widget`` of class ``kind``, in display order."""
+    found = [widget] if type(widget).__name__ == kind else []
+    for child in getattr(widget, "children", ()):
+        found += find(child, kind)
+    return found
+
+
+def test_tangent_explorer_recomputes_the_step_when_w_moves():
+    box = tangent_explorer()
+    w_slider = find(box, "FloatSlider")[0]
+    numbers = find(box, "HTML")[0]
+    assert "dL/dw = 36" in numbers.value and "= 1.64" in numbers.value
+    w_slider.value = -1.0
+    assert "dL/dw = -18" in numbers.value and "= -0.82" in numbers.value
+
+
+def test_backward_stepper_walks_the_pass_one_node_at_a_time():
+    w, x = Value(2.0, label="w"), Value(3.0, label="x")
+    y = w * x
+    y.label = "y"
+    L = y**2
+    L.label = "L"
+    box = backward_stepper(L)
+    slider = find(box, "IntSlider")[0]
+    text, picture = find(box, "HTML")
+    assert slider.max == 2 and text.value.startswith("<pre>Start")
+    first_picture = picture.value
+    slider.value = 2
+    assert "Step 2 of 2: y = w * x" in text.value
+    assert "w.grad 0 += 36 → 36" in text.value
+    assert picture.value != first_picture and "+= 36" in picture.value
+    assert w.grad == 0.0  # exploring does not touch the learner's gradients
+
+
+def test_matmul_shape_explorer_redraws_for_new_sizes():
+    from haaw.course.explorers import matmul_shape_explorer
+
+    box = matmul_shape_explorer()
+    batch = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    assert "X (4, 3)" in text.value
+    batch.value = 7
+    assert "X (7, 3)" in text.value and "B = 7 is summed away" in text.value
+
+
+def test_gradient_flow_explorer_reacts_to_the_residual_switch():
+    from haaw.course.explorers import gradient_flow_explorer
+
+    box = gradient_flow_explorer(depth=30)
+    residual = find(box, "Checkbox")[0]
+    text = find(box, "HTML")[0]
+    plain = text.value
+    residual.value = True
+    assert text.value != plain and "first layer / last layer" in text.value
+
+
+def test_attention_scaling_explorer_reacts_to_d_k():
+    from haaw.course.explorers import attention_scaling_explorer
+
+    box = attention_scaling_explorer()
+    d_k = find(box, "SelectionSlider")[0]
+    text = find(box, "HTML")[0]
+    assert text.value.startswith("<pre>d_k = 64")
+    d_k.value = 512
+    assert text.value.startswith("<pre>d_k = 512")
+
+
+def test_checkpoint_explorer_remeasures_for_a_new_segment_length():
+    from haaw.course.explorers import checkpoint_explorer
+
+    box = checkpoint_explorer(depth=4)
+    segment = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    before = text.value
+    segment.value = 1
+    assert text.value != before and "checkpoint every 1 block(s)" in text.value
+
+
+def test_loss_scale_explorer_reports_less_underflow_at_a_larger_scale():
+    from haaw.course.explorers import loss_scale_explorer
+
+    box = loss_scale_explorer()
+    slider = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    assert "36.3% of the gradients become 0" in text.value
+    slider.value = 10
+    assert "1.9% of the gradients become 0" in text.value
+
+
+def test_padding_explorer_shows_the_buggy_loss_moving_with_padding():
+    from haaw.course.explorers import padding_explorer
+
+    box = padding_explorer()
+    slider = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    before = text.value.splitlines()
+    slider.value = 6
+    after = text.value.splitlines()
+    assert before[1] == after[1]  # mask, then reduce: unchanged
+    assert before[2] != after[2]  # mean over the padded size: moves
+
+
+def test_workers_explorer_recomputes_the_bytes_for_more_workers():
+    from haaw.course.explorers import workers_explorer
+
+    box = workers_explorer()
+    slider = find(box, "IntSlider")[0]
+    text = find(box, "HTML")[0]
+    assert "ring all-reduce: each worker sends 21.00 GB" in text.value
+    slider.value = 8
+    assert "ring all-reduce: each worker sends 24.50 GB" in text.value
+
+
+def test_sampling_explorer_writes_differently_at_another_temperature():
+    from haaw.course.explorers import sampling_explorer
+    from haaw.course.nb10 import CharTokenizer, TinyGPT, load_story
+
+    tokenizer = CharTokenizer(load_story())
+    box = sampling_explorer(TinyGPT(len(tokenizer), context=8, seed=0), tokenizer, length=20)
+    slider = find(box, "FloatSlider")[0]
+    text = find(box, "HTML")[0]
+    before = text.value
+    slider.value = 2.0
+    assert text.value != before and text.value.startswith("<pre>the ")
+
+
+def test_the_glossary_quiz_button_reports_a_score():
+    from haaw.course.nb10 import GLOSSARY, glossary_quiz
+
+    box = glossary_quiz()
+    dropdowns = find(box, "Dropdown")
+    dropdowns[0].value = GLOSSARY[0][0]
+    find(box, "Button")[0].click()
+    assert f"1 of {len(GLOSSARY)} right" in find(box, "HTML")[-1].value

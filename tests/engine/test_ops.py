@@ -1,0 +1,321 @@
+"""Every operation of the table in haaw/engine/ops.py, on random shapes drawn by hypothesis, including
+broadcasting: its forward against a closed form written here in plain NumPy, its gradient against
+finite differences and, where torch is installed, its output and gradient against PyTorch's."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import haaw.nn.functional as F
+from haaw.engine.ops import OPS, unbroadcast
+from haaw.engine.tensor import Tensor, apply, cat
+from haaw.tools import gradcheck
+
+dims = st.integers(1, 4)
+shapes = st.lists(dims, min_size=1, max_size=3).map(tuple)
+
+
+def is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def values(data, shape, low=-2.0, high=2.0, seed_name="x"):
+    seed = data.draw(st.integers(0, 2**32 - 1), label=f"seed of {seed_name}")
+    return np.random.default_rng(seed).uniform(low, high, shape)
+
+
+def away_from_zero(data, shape, name):
+    """Values with |x| in [0.5, 2]: no division by ~0, no ReLU kink inside the finite difference."""
+    x = values(data, shape, 0.5, 2.0, name)
+    return x * np.where(values(data, shape, -1, 1, name + " sign") < 0, -1, 1)
+
+
+def distinct(data, shape, name):
+    """Values with no ties, so max has a single winner and its derivative exists."""
+    n = int(np.prod(shape))
+    order = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label=name)).permutation(n)
+    return (order.reshape(shape) - n / 2) * 0.37
+
+
+@st.composite
+def broadcast_pair(draw):
+    """Two shapes that broadcast: some dimensions dropped or set to 1 on one side."""
+    shape = draw(shapes)
+    other = list(shape[draw(st.integers(0, len(shape) - 1)):])
+    for i in range(len(other)):
+        if draw(st.booleans()):
+            other[i] = 1
+    return (shape, tuple(other)) if draw(st.booleans()) else (tuple(other), shape)
+
+
+def dim_args(data, ndim):
+    dim = data.draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1),
+                              st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True).map(tuple)),
+                    label="dim")
+    return dim, data.draw(st.booleans(), label="keepdim")
+
+
+def binary(op):
+    def spec(data):
+        a_shape, b_shape = data.draw(broadcast_pair(), label="shapes")
+        return op, [values(data, a_shape, seed_name="a"), away_from_zero(data, b_shape, "b")]
+    return spec
+
+
+def unary(fn, make=values):
+    def spec(data):
+        shape = data.draw(shapes, label="shape")
+        return fn, [make(data, shape, "x") if make is not values else values(data, shape)]
+    return spec
+
+
+def matmul_spec(data):
+    m, k, n = data.draw(dims), data.draw(dims), data.draw(dims)
+    batch = data.draw(st.sampled_from([(), (2,), (3, 1)]), label="batch")
+    b_batch = batch[-1:] if data.draw(st.booleans(), label="b batched") else ()
+    return (lambda a, b: a @ b), [values(data, batch + (m, k), seed_name="a"),
+                                  values(data, b_batch + (k, n), seed_name="b")]
+
+
+def reduction(name):
+    def spec(data):
+        shape = data.draw(shapes, label="shape")
+        dim, keepdim = dim_args(data, len(shape))
+
+        def fn(a):
+            if is_torch(a) and name == "max":  # torch's max(dim) also returns indices; amax does not
+                return a.amax(dim=tuple(range(a.ndim)) if dim is None else dim, keepdim=keepdim)
+            return getattr(a, name)(dim=dim, keepdim=keepdim)
+        return fn, [distinct(data, shape, "x") if name == "max" else values(data, shape)]
+    return spec
+
+
+def reshape_spec(data):
+    shape = data.draw(shapes, label="shape")
+    target = (-1,) + ((shape[-1],) if data.draw(st.booleans(), label="keep last") else ())
+    return (lambda a: a.reshape(target)), [values(data, shape)]
+
+
+def permute_spec(data):
+    shape = data.draw(shapes, label="shape")
+    perm = tuple(data.draw(st.permutations(range(len(shape))), label="dims"))
+    perm = tuple(d - len(shape) if data.draw(st.booleans(), label="negative") else d for d in perm)
+    return (lambda a: a.permute(*perm)), [values(data, shape)]
+
+
+def getitem_spec(data):
+    shape = data.draw(st.lists(dims, min_size=2, max_size=3).map(tuple), label="shape")
+    fancy = np.array(data.draw(st.lists(st.integers(0, shape[0] - 1), min_size=1, max_size=5), label="rows"))
+    index = data.draw(st.sampled_from([
+        (slice(None), 0), (slice(1, None),), (Ellipsis, slice(None, None, 2)), (fancy,), (fancy, 0)]),
+        label="index")
+    return (lambda a: a[tuple(__import__("torch").as_tensor(i) if isinstance(i, np.ndarray) else i
+                              for i in index)] if is_torch(a) else a[index]), [values(data, shape)]
+
+
+def cat_spec(data):
+    shape = list(data.draw(shapes, label="shape"))
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1), label="dim")
+    other = list(shape)
+    other[dim] = data.draw(dims, label="other size")
+    return (lambda a, b: __import__("torch").cat([a, b], dim) if is_torch(a) else cat([a, b], dim)), \
+        [values(data, tuple(shape), seed_name="a"), values(data, tuple(other), seed_name="b")]
+
+
+def softmax_spec(name):
+    def spec(data):
+        shape = data.draw(shapes, label="shape")
+        dim = data.draw(st.integers(-len(shape), len(shape) - 1), label="dim")
+        return (lambda a: getattr(a, name)(dim)), [values(data, shape, -4, 4)]
+    return spec
+
+
+def masked_softmax_spec(data):
+    shape = data.draw(st.lists(dims, min_size=2, max_size=3).map(tuple), label="shape")
+    mask = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="mask")).random(shape) < 0.7
+    mask[..., 0, :] = False  # one row fully masked: output 0, gradient 0, never NaN
+
+    def fn(a):
+        if is_torch(a):
+            import torch
+            m = torch.as_tensor(mask)
+            w = torch.softmax(a.masked_fill(~m, -torch.inf), -1)
+            return torch.nan_to_num(w, nan=0.0)  # torch's plain softmax gives NaN on the masked row
+        return apply("masked_softmax", a, mask=mask, dim=-1)
+    return fn, [values(data, shape, -4, 4)]
+
+
+def cross_entropy_spec(data):
+    """PyTorch's shapes: logits (N, C) or (N, C, d), targets (N,) or (N, d); ignore_index, class
+    weights and haaw's padding mask drawn at random."""
+    n, classes = data.draw(dims, label="N"), data.draw(st.integers(2, 5), label="classes")
+    extra = data.draw(st.sampled_from([(), (3,)]), label="extra dims")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="targets"))
+    targets = rng.integers(0, classes, (n,) + extra)
+    if data.draw(st.booleans(), label="some ignored"):
+        targets[rng.random(targets.shape) < 0.3] = -100
+        targets.flat[0] = 0  # at least one entry counts
+    weight = rng.uniform(0.5, 2.0, classes) if data.draw(st.booleans(), label="class weights") else None
+    mask = rng.integers(0, 2, targets.shape) if data.draw(st.booleans(), label="masked") else None
+    if mask is not None:
+        mask.flat[0] = 1
+    reduction = data.draw(st.sampled_from(["mean", "sum", "none"]), label="reduction")
+
+    def fn(logits):
+        if is_torch(logits):
+            import torch
+            w = None if weight is None else torch.tensor(weight)
+            losses = torch.nn.functional.cross_entropy(logits, torch.as_tensor(targets), weight=w, reduction="none")
+            share = torch.as_tensor(targets != -100, dtype=losses.dtype)
+            if weight is not None:
+                share = share * w[torch.as_tensor(np.where(targets == -100, 0, targets))]
+            if mask is not None:  # the mask, done by hand in torch: zero the padded losses, count the rest
+                losses, share = losses * torch.as_tensor(mask), share * torch.as_tensor(mask)
+            return {"none": losses, "sum": losses.sum(), "mean": losses.sum() / share.sum()}[reduction]
+        return F.cross_entropy(logits, targets, weight=weight, reduction=reduction, mask=mask)
+    return fn, [values(data, (n, classes) + extra, -3, 3)]
+
+
+SPECS = {
+    "add": binary(lambda a, b: a + b),
+    "sub": binary(lambda a, b: a - b),
+    "mul": binary(lambda a, b: a * b),
+    "div": binary(lambda a, b: a / b),
+    "pow": unary(lambda a: a**3 + (a * a + 1) ** 0.5),
+    "neg": unary(lambda a: -a),
+    "matmul": matmul_spec,
+    "exp": unary(lambda a: a.exp()),
+    "log": unary(lambda a: (a * a + 0.1).log()),
+    "tanh": unary(lambda a: a.tanh()),
+    "relu": unary(lambda a: a.relu(), away_from_zero),
+    "sigmoid": unary(lambda a: a.sigmoid()),
+    "sum": reduction("sum"),
+    "mean": reduction("mean"),
+    "max": reduction("max"),
+    "reshape": reshape_spec,
+    "permute": permute_spec,
+    "getitem": getitem_spec,
+    "cat": cat_spec,
+    "softmax": softmax_spec("softmax"),
+    "log_softmax": softmax_spec("log_softmax"),
+    "masked_softmax": masked_softmax_spec,
+    "cross_entropy_rows": cross_entropy_spec,
+}
+FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_every_operation_in_the_table_is_tested():
+    assert set(SPECS) == set(OPS)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@FAST
+@given(data=st.data())
+def test_gradient_matches_finite_differences(name, data):
+    fn, arrays = SPECS[name](data)
+    report = gradcheck(fn, *arrays)
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@FAST
+@given(data=st.data())
+def test_output_and_gradient_match_torch(name, data):
+    torch = pytest.importorskip("torch")
+    fn, arrays = SPECS[name](data)
+    ours = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn(*ours), fn(*theirs)
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    upstream = np.random.default_rng(0).standard_normal(out.shape)
+    out.backward(upstream)
+    ref.backward(torch.tensor(upstream))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("g_shape, shape, expected", [
+    ((4, 3), (4, 3), np.ones((4, 3))),
+    ((4, 3), (3,), np.full(3, 4.0)),
+    ((4, 3), (1, 3), np.full((1, 3), 4.0)),
+    ((4, 3), (4, 1), np.full((4, 1), 3.0)),
+    ((2, 4, 3), (), np.array(24.0)),
+])
+def test_unbroadcast_sums_over_what_broadcasting_stretched(g_shape, shape, expected):
+    np.testing.assert_array_equal(unbroadcast(np.ones(g_shape), shape), expected)
+
+
+# --- forward values against closed forms written here, so that they are checked without torch ---------
+def _np_softmax(x, dim):
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+FORWARD = {  # name -> (haaw function of Tensors, the same thing in plain NumPy, input arrays)
+    "add": (lambda a, b: a + b, np.add, [[1.0, 2.0], [[10.0], [20.0]]]),
+    "sub": (lambda a, b: a - b, np.subtract, [[1.0, 2.0], [0.5, 4.0]]),
+    "mul": (lambda a, b: a * b, np.multiply, [[1.0, -2.0], [3.0]]),
+    "div": (lambda a, b: a / b, np.divide, [[1.0, -2.0], [4.0, 8.0]]),
+    "pow": (lambda a: a**3, lambda a: a * a * a, [[1.5, -2.0, 0.0]]),
+    "neg": (lambda a: -a, lambda a: 0 - a, [[1.5, -2.0]]),
+    "matmul": (lambda a, b: a @ b, lambda a, b: np.einsum("ij,jk->ik", a, b), [[[1.0, 2.0]], [[3.0], [4.0]]]),
+    "exp": (lambda a: a.exp(), lambda a: np.e ** a, [[0.0, 1.0, -1.0]]),
+    "log": (lambda a: a.log(), lambda a: np.log2(a) / np.log2(np.e), [[1.0, np.e, 0.5]]),
+    "tanh": (lambda a: a.tanh(), lambda a: (np.e ** (2 * a) - 1) / (np.e ** (2 * a) + 1), [[0.0, 0.5, -2.0]]),
+    "relu": (lambda a: a.relu(), lambda a: a * (a > 0), [[-1.0, 0.0, 2.0]]),
+    "sigmoid": (lambda a: a.sigmoid(), lambda a: 1 / (1 + np.e ** -a), [[0.0, 3.0, -3.0, -80.0]]),
+    "sum": (lambda a: a.sum(dim=0), lambda a: a[0] + a[1], [[[1.0, 2.0], [3.0, 4.0]]]),
+    "mean": (lambda a: a.mean(dim=1), lambda a: (a[:, 0] + a[:, 1]) / 2, [[[1.0, 2.0], [3.0, 5.0]]]),
+    "max": (lambda a: a.max(dim=-1), lambda a: np.where(a[:, 0] > a[:, 1], a[:, 0], a[:, 1]),
+            [[[1.0, 2.0], [5.0, 3.0]]]),
+    "reshape": (lambda a: a.reshape(3, 2), lambda a: np.array([[a[0, 0], a[0, 1]], [a[0, 2], a[1, 0]],
+                                                             [a[1, 1], a[1, 2]]]), [[[1.0, 2, 3], [4, 5, 6]]]),
+    "permute": (lambda a: a.transpose(0, -1), lambda a: np.array([[a[j, i] for j in range(2)] for i in range(3)]),
+                [[[1.0, 2, 3], [4, 5, 6]]]),
+    "getitem": (lambda a: a[1, ::2], lambda a: np.array([a[1, 0], a[1, 2]]), [[[1.0, 2, 3], [4, 5, 6]]]),
+    "cat": (lambda a, b: cat([a, b], dim=-1), lambda a, b: np.array([[a[0, 0], b[0, 0], b[0, 1]]]),
+            [[[1.0]], [[2.0, 3.0]]]),
+    "softmax": (lambda a: a.softmax(-1), lambda a: np.e ** a / (np.e ** a).sum(), [[0.0, np.log(3.0)]]),
+    "log_softmax": (lambda a: a.log_softmax(-1), lambda a: a - np.log((np.e ** a).sum()), [[0.0, np.log(3.0)]]),
+    "masked_softmax": (lambda a: apply("masked_softmax", a, mask=np.array([[True, False, True], [False] * 3]), dim=-1),
+                       lambda a: np.array([[0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]), [[[0.0, 9.0, np.log(3.0)], [1, 2, 3]]]),
+    "cross_entropy_rows": (lambda a: F.cross_entropy(a, np.array([1]), reduction="none"),
+                           lambda a: np.array([np.log(4.0)]), [[[0.0, 0.0, np.log(2.0)]]]),
+}
+
+
+def test_every_operation_has_a_forward_oracle():
+    assert set(FORWARD) == set(OPS)
+
+
+@pytest.mark.parametrize("name", sorted(FORWARD))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_forward_matches_a_closed_form(name, dtype):
+    ours, closed_form, inputs = FORWARD[name]
+    arrays = [np.array(x, dtype=dtype) for x in inputs]
+    out = ours(*(Tensor(a) for a in arrays))
+    expected = closed_form(*(a.astype(np.float64) for a in arrays))
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out.data, expected, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=1e-12)
+
+
+def test_max_shares_the_gradient_equally_between_ties():
+    x = Tensor(np.array([[3.0, 1.0, 3.0], [2.0, 2.0, 2.0]]), requires_grad=True)
+    x.max(dim=1).sum().backward()
+    np.testing.assert_array_equal(x.grad, [[0.5, 0.0, 0.5], [1 / 3, 1 / 3, 1 / 3]])
+    y = Tensor(np.array([1.0, 4.0, 4.0]), requires_grad=True)
+    y.max().backward()
+    np.testing.assert_array_equal(y.grad, [0.0, 0.5, 0.5])
+
+
+def test_the_engine_calls_only_the_vjps_of_inputs_that_need_a_gradient():
+    calls = []
+    op = OPS["mul"]
+    original = op.vjps
+    op.vjps = tuple((lambda v, i: lambda ctx, g: (calls.append(i), v(ctx, g))[1])(v, i) for i, v in enumerate(original))
+    try:
+        x, w = Tensor(np.ones(3)), Tensor(np.ones(3), requires_grad=True)
+        (x * w).sum().backward()
+    finally:
+        op.vjps = original
+    assert calls == [1]

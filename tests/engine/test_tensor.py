@@ -1,0 +1,274 @@
+"""The Tensor: the shared backward, accumulation, dtypes, and errors a learner can read."""
+import numpy as np
+import pytest
+
+from haaw.engine import Tensor, cat, from_numpy, no_grad, tensor
+from haaw.engine.autograd import topological_order
+from haaw.tools import gradcheck
+
+rng = np.random.default_rng(0)
+
+
+def test_y_equals_xw_gives_the_transpose_formulas():
+    X = Tensor(rng.standard_normal((5, 3)), requires_grad=True)
+    W = Tensor(rng.standard_normal((3, 2)), requires_grad=True)
+    Y = X @ W
+    G = rng.standard_normal((5, 2))
+    Y.backward(G)
+    np.testing.assert_allclose(W.grad, X.data.T @ G)
+    np.testing.assert_allclose(X.grad, G @ W.data.T)
+
+
+def test_a_bias_gradient_is_the_sum_over_the_batch():
+    x = Tensor(rng.standard_normal((6, 3)))
+    b = Tensor(np.zeros(3), requires_grad=True)
+    G = rng.standard_normal((6, 3))
+    (x + b).backward(G)
+    np.testing.assert_allclose(b.grad, G.sum(axis=0))
+
+
+def test_a_tensor_used_twice_gets_both_contributions_and_leaves_accumulate():
+    a = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    (a * a + a).sum().backward()
+    np.testing.assert_array_equal(a.grad, 2 * a.data + 1)
+    (a * 3.0).sum().backward()
+    np.testing.assert_array_equal(a.grad, 2 * a.data + 1 + 3)
+    a.zero_grad()
+    assert a.grad is None
+
+
+def test_gradients_are_only_computed_for_inputs_that_need_them():
+    x = Tensor(rng.standard_normal((4, 3)))  # data: no gradient wanted
+    w = Tensor(rng.standard_normal((3, 2)), requires_grad=True)
+    (x @ w).sum().backward()
+    assert x.grad is None and w.grad.shape == (3, 2)
+    assert not (x * 2.0).requires_grad and (x * 2.0)._parents == ()
+
+
+def test_leaf_gradients_do_not_share_memory_with_each_other():
+    a = Tensor(np.ones(3), requires_grad=True)
+    b = Tensor(np.ones(3), requires_grad=True)
+    (a + b).sum().backward()  # add's backward hands the same array to both
+    a.grad *= 0
+    np.testing.assert_array_equal(b.grad, np.ones(3))
+
+
+def test_detach_and_no_grad_cut_the_graph():  # noqa: D103
+    w = Tensor(np.ones(2), requires_grad=True)
+    assert not w.detach().requires_grad
+    with no_grad():
+        y = w * 2.0
+    assert not y.requires_grad and y._parents == ()
+    assert (w * 2.0).requires_grad
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_dtypes_are_preserved_forward_and_backward(dtype):
+    x = Tensor(rng.standard_normal((3, 4)).astype(dtype), requires_grad=True)
+    w = Tensor(rng.standard_normal((4, 2)).astype(dtype), requires_grad=True)
+    y = ((x @ w).tanh() * 0.5 + 1).log_softmax(-1).mean()
+    assert y.dtype == dtype
+    y.backward()
+    assert x.grad.dtype == dtype and w.grad.dtype == dtype
+
+
+def test_batched_matmul_broadcasts_and_unbroadcasts():
+    report = gradcheck(lambda a, b: a @ b, rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)))
+    assert report.ok, str(report)
+
+
+def test_topological_order_is_deterministic_for_tensors_too():
+    def build():
+        x = Tensor(np.ones(2), requires_grad=True, label="x")
+        y = x * 2.0
+        y.label = "y"
+        z = (y + x).sum()
+        z.label = "z"
+        return z
+    assert [n.label for n in topological_order(build())] == [n.label for n in topological_order(build())]
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: Tensor(np.ones((3, 4))) @ Tensor(np.ones((5, 2))), ValueError,
+     r"matmul: \(3, 4\) @ \(5, 2\): inner dimensions 4 and 5 differ"),
+    (lambda: Tensor(np.ones(3)) @ Tensor(np.ones((3, 2))), ValueError, "at least 2 dimensions"),
+    (lambda: Tensor(np.ones((3, 4))) + Tensor(np.ones(5)), ValueError,
+     r"add: shapes \(3, 4\) and \(5,\) cannot be broadcast"),
+    (lambda: Tensor(np.ones((2, 3)), requires_grad=True).backward(), RuntimeError,
+     r"backward\(\) on a tensor of shape \(2, 3\) needs a gradient"),
+    (lambda: Tensor(np.ones(2), requires_grad=True).sum().backward(np.ones(3)), ValueError,
+     r"backward\(gradient=...\): it has shape \(3,\)"),
+    (lambda: Tensor(np.ones(2)).sum().backward(), RuntimeError, "does not require a gradient"),
+    (lambda: Tensor(np.array([1, 2]), requires_grad=True), TypeError, "only floating-point tensors"),
+    (lambda: Tensor("abc"), TypeError, "Tensor holds numbers"),
+    (lambda: Tensor(np.ones((2, 3))).reshape(4, 2), ValueError, r"cannot reshape \(2, 3\)"),
+    (lambda: Tensor(np.ones((2, 3)))[5], IndexError, r"indexing a tensor of shape \(2, 3\)"),
+    (lambda: cat([Tensor(np.ones((2, 3))), Tensor(np.ones((2, 4)))]), ValueError,
+     "cat along dim 0"),
+    (lambda: Tensor(np.ones((2, 3))).sum(dim=2), IndexError, r"dim 2 is out of range for a tensor of shape \(2, 3\)"),
+    (lambda: Tensor(np.ones((2, 3))).sum(dim=0, axis=0), TypeError, "dim= or axis=, not both"),
+    (lambda: Tensor(np.ones((2, 3))).permute(0, 0), ValueError, "each of its 2 axes exactly once"),
+    (lambda: Tensor(np.ones((2, 3))).transpose(0, 2), IndexError, "dim 2 is out of range"),
+    (lambda: np.sin(Tensor(np.ones(2))), TypeError, "np.sin cannot record a Tensor"),
+    (lambda: np.asarray(Tensor(np.ones(2), requires_grad=True)), TypeError, "requires a gradient"),
+    (lambda: from_numpy([1.0]), TypeError, "expected a NumPy array"),
+    (lambda: Tensor(np.ones(2)) ** Tensor(np.ones(2)), TypeError, "exponent must be a plain number"),
+    (lambda: Tensor(np.ones(2)) + "a", TypeError, "cannot combine a Tensor with str"),
+])
+def test_bad_input_gets_a_message_that_names_the_problem(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_repr_is_short_and_deterministic():
+    t = Tensor(np.array([1.0, 2.5]), requires_grad=True, label="w")
+    assert repr(t) == "Tensor([1. , 2.5], requires_grad=True, label='w')"
+    assert "float32" in repr(Tensor(np.ones(2, dtype=np.float32)))
+
+
+# --- each of these once gave a wrong answer without an error ---------------------------------------------
+@pytest.mark.parametrize("dims, shape", [((0, -1), (2, 3)), ((-1, 0), (2, 3)), ((-3, -1), (2, 3, 4)),
+                                         ((1, -2), (2, 3, 4)), ((-1, -1), (2, 3))])
+def test_transpose_with_negative_dims_swaps_the_right_axes_forward_and_backward(dims, shape):
+    x = rng.standard_normal(shape)
+    expected = np.swapaxes(x, *dims)
+    t = Tensor(x, requires_grad=True)
+    y = t.transpose(*dims)
+    np.testing.assert_array_equal(y.data, expected)
+    g = rng.standard_normal(expected.shape)
+    y.backward(g)
+    np.testing.assert_array_equal(t.grad, np.swapaxes(g, *dims))
+
+
+def test_permute_with_negative_dims_and_its_gradient():
+    x = Tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
+    y = x.permute(-1, 0, -2)
+    assert y.shape == (4, 2, 3)
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    np.testing.assert_array_equal(x.grad, np.transpose(g, (1, 2, 0)))
+
+
+@pytest.mark.parametrize("make, expected, dtype", [
+    (lambda: Tensor([1, 2, 3]) * 0.5, [0.5, 1.0, 1.5], np.float64),
+    (lambda: 0.5 * Tensor([1, 2, 3]), [0.5, 1.0, 1.5], np.float64),
+    (lambda: Tensor([1, 2, 3]) / 2, [0.5, 1.0, 1.5], np.float64),
+    (lambda: Tensor([1, 2, 3]) + 0.25, [1.25, 2.25, 3.25], np.float64),
+    (lambda: Tensor([1, 2, 3]) * 2, [2, 4, 6], np.int64),
+    (lambda: Tensor(np.ones(2, np.float32)) * 2.5, [2.5, 2.5], np.float32),
+    (lambda: Tensor(np.ones(2, np.float32)) * np.float64(2.5), [2.5, 2.5], np.float32),
+    (lambda: Tensor(np.ones(2, np.float16)) + 1, [2.0, 2.0], np.float16),
+    (lambda: Tensor([1, 4]) ** 0.5, [1.0, 2.0], np.float64),
+])
+def test_python_and_numpy_scalars_follow_pytorch_s_type_promotion(make, expected, dtype):
+    out = make()
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out.data, expected)
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda t: np.float64(2.0) * t, [2.0, 4.0]),
+    (lambda t: np.ones(2) + t, [2.0, 3.0]),
+    (lambda t: np.ones(2) - t, [0.0, -1.0]),
+    (lambda t: np.array([2.0, 4.0]) / t, [2.0, 2.0]),
+    (lambda t: np.ones((1, 2)) @ t.reshape(2, 1), [[3.0]]),
+    (lambda t: np.exp(t), np.exp([1.0, 2.0])),
+    (lambda t: np.negative(t), [-1.0, -2.0]),
+])
+def test_numpy_on_the_left_gives_a_recorded_tensor_not_an_object_array(make, expected):
+    t = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    out = make(t)
+    assert isinstance(out, Tensor) and out.requires_grad
+    np.testing.assert_allclose(out.data, expected)
+    out.sum().backward()
+    assert t.grad.shape == (2,) and np.all(t.grad != 0)
+
+
+def test_a_tensor_copies_the_array_it_is_made_from_and_from_numpy_shares_it():
+    a = np.ones(3)
+    t, shared = Tensor(a), from_numpy(a)
+    a[0] = 5.0
+    assert t.data[0] == 1.0 and shared.data[0] == 5.0
+    assert tensor([1.0, 2.0], requires_grad=True).requires_grad
+
+
+def edit_through(kind, h):
+    """Change h's numbers in place through a view, detach() or a reshape, outside the graph."""
+    with no_grad():
+        if kind == "detach":
+            d = h.detach()
+            d += 1.0
+        elif kind == "slice":
+            s = h[0:1]
+            s *= 3.0
+        elif kind == "reshape":
+            r = h.reshape(-1)
+            r[0] = 7.0
+        elif kind == "transpose":
+            r = h.T
+            r -= 1.0
+        elif kind == "item":
+            h[1] = 0.0
+
+
+@pytest.mark.parametrize("kind", ["detach", "slice", "reshape", "transpose", "item"])
+def test_an_in_place_edit_through_a_view_or_detach_is_caught_at_backward(kind):
+    w = Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    h = w.exp()  # exp keeps its output for backward
+    loss = h.sum()
+    edit_through(kind, h)
+    with pytest.raises(RuntimeError, match="backward of 'exp' needs its output.*modified in place"):
+        loss.backward()
+
+
+def test_an_in_place_edit_of_a_view_of_data_that_was_saved_is_caught():
+    x = Tensor(np.ones((2, 3)))
+    w = Tensor(np.ones((3, 1)), requires_grad=True)
+    rows = x[0:1]  # a view of x, saved by the matmul
+    loss = (rows @ w).sum()
+    x += 1.0  # edits rows too
+    with pytest.raises(RuntimeError, match="backward of 'matmul' needs input 0"):
+        loss.backward()
+
+
+def test_x_to_the_power_zero_has_gradient_zero_even_at_zero():
+    x = Tensor(np.array([0.0, 2.0]), requires_grad=True)
+    (x**0).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0])
+
+
+def test_a_zero_dimensional_tensor_accepts_dim_0_and_minus_1_like_pytorch():
+    t = Tensor(np.array(3.0), requires_grad=True)
+    assert t.sum(dim=0).item() == 3.0 and t.mean(dim=-1).item() == 3.0 and t.max(dim=0, keepdim=True).item() == 3.0
+    t.softmax(dim=0).backward()
+    assert t.grad == 0.0
+    with pytest.raises(IndexError, match="out of range"):
+        t.sum(dim=1)
+
+
+def test_pytorch_names_dim_keepdim_and_numpy_names_axis_keepdims_mean_the_same():
+    x = rng.standard_normal((2, 3, 4))
+    t = Tensor(x)
+    for name in ("sum", "mean", "max"):
+        a = getattr(t, name)(dim=(0, -1), keepdim=True).data
+        b = getattr(t, name)(axis=(0, 2), keepdims=True).data
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, getattr(x, name)(axis=(0, 2), keepdims=True))
+    np.testing.assert_array_equal(t.softmax(dim=1).data, t.softmax(axis=1).data)
+    assert t.size() == (2, 3, 4) and t.size(-1) == 4 and t.numel() == 24
+
+
+def test_a_vjp_that_returns_the_wrong_shape_is_refused_and_named():
+    from haaw.engine import Function
+
+    class Bad(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.sum()
+
+    with pytest.raises(ValueError, match=r"backward of 'Bad' returned a gradient of shape \(\) for its input 0"):
+        Bad.apply(Tensor(np.ones(3), requires_grad=True)).sum().backward()

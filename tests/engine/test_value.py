@@ -1,0 +1,171 @@
+"""The scalar engine: every operator against hand-derived numbers, finite differences and torch."""
+import gc
+import math
+import subprocess
+import sys
+
+import pytest
+
+from haaw import Value
+
+from haaw.tools import gradcheck
+from haaw.engine.autograd import topological_order
+
+
+def test_the_tiny_chain_of_notebook_01():
+    w, x = Value(2.0, label="w"), Value(3.0, label="x")
+    y = w * x
+    L = y**2
+    L.backward()
+    assert (y.data, L.data) == (6.0, 36.0)
+    assert (L.grad, y.grad, w.grad, x.grad) == (1.0, 12.0, 36.0, 24.0)
+    assert 2.0 - 0.01 * w.grad == pytest.approx(1.64)
+
+
+def test_one_sgd_step_lowers_the_loss():
+    w = Value(2.0)
+    loss = (w * 3.0) ** 2
+    loss.backward()
+    w_new = Value(w.data - 0.01 * w.grad)
+    assert w_new.data == pytest.approx(1.64)
+    assert ((w_new * 3.0) ** 2).data < loss.data
+
+
+def test_a_value_used_twice_receives_both_contributions():
+    a, b = Value(3.0), Value(4.0)
+    (a * b + a).backward()
+    assert a.grad == 4.0 + 1.0
+    x = Value(3.0)
+    (x * x).backward()
+    assert x.grad == 6.0
+
+
+def test_leaf_gradients_accumulate_until_zeroed_and_intermediates_do_not():
+    w = Value(2.0)
+    y = w * 3.0
+    L = y**2
+    L.backward()
+    L.backward()
+    assert w.grad == 72.0  # leaves accumulate across calls, like PyTorch
+    assert y.grad == 12.0  # an intermediate holds this pass's adjoint
+    w.zero_grad()
+    L.backward()
+    assert w.grad == 36.0
+
+
+def every_operator(a, b):
+    """An expression that uses each operator and function of Value once."""
+    c = a * b + a / b - b ** 3 + (-a) + 2.5 * a - 1.5 / b + 4 - a + 2 ** a
+    d = (c * 0.01).tanh() + a.relu() + (-b).relu() + b.exp() * 0.1 + a.log() + (a - b).sigmoid()
+    return d * d - b / 3
+
+
+def test_every_operator_agrees_with_finite_differences():
+    report = gradcheck(every_operator, Value(1.3), Value(-0.7))
+    assert report.ok, str(report)
+
+
+def test_every_operator_agrees_with_torch():
+    torch = pytest.importorskip("torch")
+    a, b = Value(1.3), Value(-0.7)
+    out = every_operator(a, b)
+    out.backward()
+    ta = torch.tensor(1.3, dtype=torch.float64, requires_grad=True)
+    tb = torch.tensor(-0.7, dtype=torch.float64, requires_grad=True)
+
+    tout = every_operator_torch(ta, tb, torch)
+    tout.backward()
+    assert out.data == pytest.approx(tout.item(), rel=1e-12)
+    assert a.grad == pytest.approx(ta.grad.item(), rel=1e-12)
+    assert b.grad == pytest.approx(tb.grad.item(), rel=1e-12)
+
+
+def every_operator_torch(a, b, torch):
+    c = a * b + a / b - b ** 3 + (-a) + 2.5 * a - 1.5 / b + 4 - a + 2 ** a
+    d = (c * 0.01).tanh() + a.relu() + (-b).relu() + b.exp() * 0.1 + a.log() + torch.sigmoid(a - b)
+    return d * d - b / 3
+
+
+@pytest.mark.parametrize("fn, x", [(fn, x) for fn in ("relu", "tanh", "exp", "log", "sigmoid")
+                                   for x in (0.3, 2.0, -1.5) if not (fn == "log" and x <= 0)])
+def test_each_function_has_the_right_derivative(fn, x):
+    report = gradcheck(lambda v: getattr(v, fn)(), x)
+    assert report.ok, str(report)
+
+
+def test_sigmoid_is_stable_for_large_inputs():
+    assert Value(-1000.0).sigmoid().data == 0.0
+    assert Value(1000.0).sigmoid().data == 1.0
+
+
+def test_a_100000_node_chain_needs_no_recursion():
+    x = Value(1.0)
+    y = x
+    for _ in range(100_000):
+        y = y * 1.0 + 0.0
+    y.backward()
+    assert x.grad == 1.0
+
+
+def test_backward_visits_nodes_in_a_deterministic_reverse_topological_order():
+    def build():
+        a, b = Value(1.0, label="a"), Value(2.0, label="b")
+        c = a * b
+        c.label = "c"
+        d = c + a
+        d.label = "d"
+        e = d * c
+        e.label = "e"
+        return e
+
+    order = [n.label for n in topological_order(build())]
+    assert order == [n.label for n in topological_order(build())]
+    assert order.index("a") < order.index("c") < order.index("d") < order.index("e")
+    assert order[-1] == "e"
+
+
+def test_a_finished_graph_is_freed_without_the_cycle_collector():
+    gc.collect()
+    gc.disable()
+    try:
+        x = Value(0.5)
+        y = x
+        for _ in range(1000):
+            y = (y * 1.01).tanh() + x
+        y.backward()
+        del x, y
+        assert gc.collect() == 0  # nothing unreachable: no reference cycles were made
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Value("3"), "must be a real number, got str"),
+    (lambda: Value(1.0) + "a", r"other operand of \+ must be a real number"),
+    (lambda: Value(1.0) ** Value(2.0), "exponent must be a plain number"),
+    (lambda: Value(-1.0).log(), "log is defined for positive numbers only"),
+    (lambda: Value(1.0) / 0, "division by zero"),
+    (lambda: Value(-8.0) ** 0.5, "not a real number"),
+    (lambda: Value(1000.0).exp(), "too large for a float"),
+])
+def test_bad_input_gets_a_clear_message(make, message):
+    with pytest.raises((TypeError, ValueError, ZeroDivisionError, OverflowError), match=message):
+        make()
+
+
+def test_repr_is_short_and_has_no_address():
+    assert repr(Value(6.0, label="y")) == "Value(data=6, grad=0, label='y')"
+
+
+def test_gradcheck_catches_a_wrong_derivative():
+
+    def wrong_square(v):
+        out = v * v
+        out._local = (v.data, v.data * 0.5)  # the second contribution is half what it should be
+        return out
+
+    report = gradcheck(wrong_square, 3.0)
+    assert not report.ok
+    assert "WRONG" in str(report) and "MISMATCH" in str(report)
+    assert math.isclose(report.rows[0].analytic.item(), 4.5)
+    assert math.isclose(report.rows[0].numeric.item(), 6.0, rel_tol=1e-6)

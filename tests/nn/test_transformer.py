@@ -1,0 +1,130 @@
+"""Layer norm, GELU, attention and a whole transformer block: finite differences and torch."""
+import numpy as np
+import pytest
+
+import haaw.nn.functional as F
+from haaw import Tensor
+from haaw.tools import gradcheck
+from haaw.tools.recorder import GradientRecorder, parameter_grad_norms
+from haaw.nn import TransformerBlock
+from haaw.nn.utils import clip_grad_norm_
+from haaw.tools.torch_mirror import block_in_torch
+
+rng = np.random.default_rng(0)
+
+
+def test_layer_norm_gelu_and_attention_pass_gradcheck():
+    x, w, b = rng.standard_normal((3, 6)), rng.standard_normal(6), rng.standard_normal(6)
+    assert gradcheck(lambda x, w, b: F.layer_norm(x, w, b), x, w, b).ok
+    assert gradcheck(F.gelu, rng.standard_normal((3, 4))).ok
+    q, k, v = (rng.standard_normal((2, 4, 3)) for _ in range(3))
+    assert gradcheck(lambda q, k, v: F.attention(q, k, v, mask=F.causal_mask(4)), q, k, v).ok
+
+
+def test_a_fully_masked_query_gets_zero_output_and_zero_gradient_not_nan():
+    q, k, v = (Tensor(rng.standard_normal((3, 4)), requires_grad=True) for _ in range(3))
+    mask = F.causal_mask(3)
+    mask[1] = False  # query 1 may attend to nothing
+    out = F.attention(q, k, v, mask=mask)
+    out.sum().backward()
+    np.testing.assert_array_equal(out.data[1], 0.0)
+    for t in (q, k, v):
+        assert np.isfinite(t.grad).all()
+    np.testing.assert_array_equal(q.grad[1], 0.0)
+
+
+def test_attention_errors_name_the_shapes():
+    q = Tensor(np.ones((3, 4)))
+    with pytest.raises(ValueError, match="queries have 4 features but keys have 5"):
+        F.attention(q, Tensor(np.ones((3, 5))), Tensor(np.ones((3, 4))))
+    with pytest.raises(ValueError, match=r"a mask of shape \(2, 2\) does not fit scores of shape \(3, 3\)"):
+        F.attention(q, q, q, mask=np.ones((2, 2), dtype=bool))
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def test_layer_norm_and_gelu_match_torch(torch):
+    x, w, b = rng.standard_normal((4, 6)), rng.standard_normal(6), rng.standard_normal(6)
+    ours = [Tensor(a, requires_grad=True) for a in (x, w, b)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    out = F.layer_norm(*ours)
+    ref = torch.nn.functional.layer_norm(theirs[0], (6,), theirs[1], theirs[2], eps=1e-5)
+    G = rng.standard_normal((4, 6))
+    out.backward(G)
+    ref.backward(torch.tensor(G))
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    for a, t in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad, t.grad.numpy(), rtol=1e-9, atol=1e-12)
+    g = Tensor(x)
+    np.testing.assert_allclose(F.gelu(g).data, torch.nn.functional.gelu(torch.tensor(x), approximate="tanh").numpy(),
+                               rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("masked", ["none", "causal", "causal with an empty row"])
+def test_attention_matches_torch_scaled_dot_product_attention(torch, masked):
+    q, k, v = (rng.standard_normal((2, 3, 5, 4)) for _ in range(3))
+    mask = None if masked == "none" else F.causal_mask(5)
+    if masked == "causal with an empty row":
+        mask[2] = False
+    ours = [Tensor(a, requires_grad=True) for a in (q, k, v)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = F.attention(*ours, mask=mask)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *theirs, attn_mask=None if mask is None else torch.tensor(mask))
+    G = rng.standard_normal(out.shape)
+    out.backward(G)
+    ref.backward(torch.tensor(G))
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    for a, t in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad, t.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_a_whole_transformer_block_matches_torch_with_identical_weights(torch):
+    block = TransformerBlock(8, heads=2, seed=3)
+    x = rng.standard_normal((2, 5, 8))
+    mask = F.causal_mask(5)
+    xt = Tensor(x, requires_grad=True)
+    out = block(xt, mask=mask)
+    G = rng.standard_normal(out.shape)
+    out.backward(G)
+    x_torch = torch.tensor(x, requires_grad=True)
+    ref, P = block_in_torch(block, x_torch, mask, torch)
+    ref.backward(torch.tensor(G))
+    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(xt.grad, x_torch.grad.numpy(), rtol=1e-9, atol=1e-11)
+    for p in block.parameters():
+        np.testing.assert_allclose(p.grad, P[id(p)].grad.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_the_recorder_reads_the_gradient_norm_at_each_watched_tensor():
+    recorder = GradientRecorder()
+    x = Tensor(np.ones((2, 3)), requires_grad=True)
+    h = recorder.watch("h", x * 2.0)
+    y = recorder.watch("y", (h * 3.0).sum())
+    y.backward()
+    norms = recorder.norms()
+    assert norms["y"] == 1.0 and norms["h"] == pytest.approx(3.0 * np.sqrt(6))
+    block = TransformerBlock(4, heads=1)
+    block(Tensor(np.ones((1, 2, 4)))).sum().backward()
+    assert len(parameter_grad_norms(block)) == len(block.parameters())
+
+
+def test_clip_grad_norm_returns_the_norm_before_and_scales_all_gradients_together():
+    a, b = Tensor(np.zeros(2), requires_grad=True), Tensor(np.zeros(1), requires_grad=True)
+    a.grad, b.grad = np.array([3.0, 0.0]), np.array([4.0])
+    assert clip_grad_norm([a, b], max_norm=1.0) == pytest.approx(5.0)
+    np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5)
+    assert clip_grad_norm([a, b], max_norm=10.0) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_the_block_diagram_is_condensed_from_the_engine_s_own_graph():
+    from haaw.tools.condense import block_diagram
+
+    block = TransformerBlock(8, heads=2, seed=1)
+    picture = block_diagram(block, rng.standard_normal((1, 4, 8)), mask=F.causal_mask(4))
+    assert repr(picture) == "<computation graph: 7 values, 6 operations>"
+    for label in ("LN₁(x)", "Attn", "x + Attn", "LN₂", "FFN", "out"):
+        assert label in picture.svg

@@ -1,0 +1,99 @@
+"""Number formats, loss scalers (against torch.amp.GradScaler), master weights, 16-bit compute."""
+import numpy as np
+import pytest
+
+import haaw.nn.functional as F
+from haaw import Tensor
+from haaw.amp import (DynamicLossScaler, MasterWeights, StaticLossScaler, cast_report, dtype,
+                                  format_table)
+
+OVERFLOWS = [False, True, False, False, False, True, True, False, False, False, False, False, False, False]
+
+
+def test_the_format_table_has_the_published_limits():
+    rows = {r["format"]: r for r in format_table()}
+    assert rows["float16"]["max"] == 65504 and rows["float16"]["smallest subnormal"] == 2.0**-24
+    assert rows["float16"]["smallest normal"] == 2.0**-14 and rows["float16"]["epsilon"] == 2.0**-10
+    assert rows["bfloat16"]["smallest normal"] == rows["float32"]["smallest normal"] and rows["bfloat16"]["epsilon"] == 2.0**-7
+    assert rows["float8_e4m3fn"]["max"] == 448 and rows["float8_e5m2"]["max"] == 57344
+
+
+def test_cast_report_counts_underflow_and_overflow():
+    values = np.array([1e-9, 1e-3, 1.0, 1e6])
+    assert cast_report(values, "float16") == {"zero": 0.25, "inf": 0.25, "kept": 0.5}
+    assert cast_report(values, "bfloat16")["kept"] == 1.0
+    assert cast_report(values, "float16", scale=1024)["zero"] == 0.0
+
+
+def our_scale_sequence():
+    scaler = DynamicLossScaler(1024.0, growth_interval=3)
+    seen = []
+    for overflow in OVERFLOWS:
+        grad = np.full(3, 2.0 * scaler.scale)
+        grad[0] = np.inf if overflow else grad[0]
+        _, found_inf = scaler.unscale([grad])
+        scaler.update(found_inf)
+        seen.append((scaler.scale, found_inf))
+    return seen
+
+
+def test_the_dynamic_scaler_matches_torch_grad_scaler_step_for_step():
+    torch = pytest.importorskip("torch")
+    p = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.SGD([p], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
+    theirs = []
+    for overflow in OVERFLOWS:
+        optimizer.zero_grad()
+        scaler.scale((p * 2).sum()).backward()
+        if overflow:
+            p.grad[0] = float("inf")
+        before = p.detach().clone()
+        scaler.step(optimizer)
+        scaler.update()
+        theirs.append((scaler.get_scale(), torch.equal(before, p.detach())))
+    assert our_scale_sequence() == theirs
+    assert len({scale for scale, _ in theirs}) > 2  # it grew and backed off
+
+
+def test_a_static_scaler_never_changes_and_unscales_exactly():
+    scaler = StaticLossScaler(1024)
+    grads, found_inf = scaler.unscale([np.array([2048.0, -1024.0], dtype=np.float16)])
+    assert not found_inf and grads[0].dtype == np.float32 and list(grads[0]) == [2.0, -1.0]
+    scaler.update(True)
+    assert scaler.scale == 1024
+
+
+def test_master_weights_keep_a_small_update_that_fp16_rounds_away():
+    w = Tensor(np.ones(1, dtype=np.float16), requires_grad=True)
+    assert (w.data - np.float16(1e-4))[0] == 1.0  # the update alone is lost in fp16
+    master = MasterWeights([w], "float16")
+    for _ in range(100):
+        w.grad = np.full(1, 1e-4, dtype=np.float16)
+        assert master.step(StaticLossScaler(1.0), lr=1.0)
+    assert master.master[0][0] == pytest.approx(0.99, abs=1e-4)
+    assert w.data[0] == np.float16(0.99)
+
+
+def test_an_overflowing_step_is_skipped():
+    w = Tensor(np.ones(2, dtype=np.float16), requires_grad=True)
+    master = MasterWeights([w], "float16")
+    w.grad = np.array([np.inf, 1.0], dtype=np.float16)
+    scaler = DynamicLossScaler(8.0)
+    assert not master.step(scaler, lr=0.1)
+    assert list(master.master[0]) == [1.0, 1.0] and scaler.scale == 4.0
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_16_bit_sums_accumulate_in_fp32(name):
+    losses = Tensor(np.full(2048, 4.6).astype(dtype(name)))
+    assert float(losses.sum().item()) == pytest.approx(2048 * 4.6, rel=1e-2)  # not stuck at 2048
+    logits = Tensor(np.random.default_rng(0).standard_normal((2048, 8)).astype(dtype(name)))
+    assert F.cross_entropy(logits, np.zeros(2048, dtype=int)).item() > 1.0
+
+
+def test_the_engine_trains_in_bfloat16_with_bfloat16_gradients():
+    x = Tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(dtype("bfloat16")), requires_grad=True)
+    w = Tensor(np.ones((3, 2), dtype=dtype("bfloat16")), requires_grad=True)
+    F.cross_entropy((x @ w).tanh(), np.array([0, 1, 0, 1])).backward()
+    assert x.grad.dtype == dtype("bfloat16") and w.grad.dtype == dtype("bfloat16")

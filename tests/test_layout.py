@@ -1,0 +1,52 @@
+"""The package's shape: the engine in one folder that imports nothing else of haaw, PyTorch's module
+names reachable from ``import haaw``, and nothing heavy loaded by it."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import haaw
+
+PACKAGE = Path(haaw.__file__).parent
+
+
+def test_haaw_holds_the_parts_and_nothing_else():
+    parts = sorted(p.name for p in PACKAGE.iterdir() if not p.name.startswith((".", "__pycache__")))
+    assert parts == ["__init__.py", "amp.py", "course", "engine", "nn", "optim.py", "tools"]
+
+
+def haaw_imports(path: Path) -> set[str]:
+    """The haaw modules that the file at ``path`` imports, as absolute dotted names."""
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(filter(None, [base, node.module or ""]))
+            found |= {module} | {f"{module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.startswith("haaw")}
+
+
+def test_the_engine_imports_no_instrument_and_no_course_prop():
+    for path in (PACKAGE / "engine").glob("*.py"):
+        outside = {m for m in haaw_imports(path) if not m.startswith("haaw.engine")}
+        assert not outside, f"{path.name} imports {outside}"
+
+
+def test_the_engine_imports_no_instrument_when_it_runs_either():
+    code = ("import sys, numpy as np, haaw.engine as e; "
+            "t = e.Tensor(np.ones(2), requires_grad=True); (t * t).sum().backward(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('haaw.tools', 'haaw.course'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_import_haaw_reaches_pytorch_s_module_names_and_loads_numpy_only():
+    code = ("import sys, haaw; import haaw.course.exercises, haaw.tools; "
+            "assert haaw.nn.functional.cross_entropy and haaw.nn.utils.clip_grad_norm_; "
+            "assert haaw.optim.Adam and haaw.amp.DynamicLossScaler and haaw.nn.Linear; "
+            "print([m for m in ('torch', 'matplotlib', 'ipywidgets') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,98 @@
+"""Memory accounting, checkpointing (identical gradients, less memory) and the memory calculator."""
+import numpy as np
+import pytest
+
+import haaw.nn.functional as F
+from haaw import Tensor
+from haaw.engine import checkpoint
+from haaw.tools.flops import count_flops
+from haaw.tools.memory import track_memory
+from haaw.course.nb06 import GPT_125M, MODEL_7B, training_memory
+from haaw.nn import MLP, Linear
+
+rng = np.random.default_rng(0)
+
+
+def test_saved_bytes_per_operation_and_the_peak():
+    model = MLP([64, 128, 128, 10])
+    x = Tensor(rng.standard_normal((32, 64)))
+    with track_memory() as memory:
+        loss = F.cross_entropy(model(x), np.zeros(32, dtype=int))
+        at_end_of_forward = memory.current
+        loss.backward()
+    relu_outputs = 2 * 32 * 128 * 8
+    assert memory.by_op["relu"] == [2, relu_outputs]
+    assert memory.by_op["matmul"] == [3, relu_outputs]  # the same arrays: saved twice, stored once
+    assert memory.peak == at_end_of_forward == relu_outputs + 32 * 10 * 8 + 8
+    assert memory.current == 0  # backward has used everything
+    assert "peak alive at once" in memory.table()
+
+
+def blocks(n=6, width=16):
+    ups = [Linear(width, 4 * width, seed=i) for i in range(n)]
+    downs = [Linear(4 * width, width, seed=100 + i) for i in range(n)]
+    return [(lambda h, u=u, d=d: h + d(F.gelu(u(F.layer_norm(h))))) for u, d in zip(ups, downs)], ups + downs
+
+
+def run(mode, x0):
+    fns, layers = blocks()
+    x = Tensor(x0, requires_grad=True)
+    with track_memory() as memory, count_flops() as counter:
+        h = x
+        for fn in fns:
+            h = checkpoint(fn, h) if mode == "checkpoint" else fn(h)
+        (h * h).sum().backward()
+    return memory, counter, x.grad, [p.grad for layer in layers for p in layer.parameters()]
+
+
+def test_checkpointing_gives_identical_gradients_with_less_memory_and_more_compute():
+    x0 = rng.standard_normal((8, 16))
+    plain_mem, plain_flops, plain_dx, plain_grads = run("plain", x0)
+    ckpt_mem, ckpt_flops, ckpt_dx, ckpt_grads = run("checkpoint", x0)
+    np.testing.assert_array_equal(ckpt_dx, plain_dx)
+    for a, b in zip(ckpt_grads, plain_grads):
+        np.testing.assert_array_equal(a, b)
+    assert ckpt_mem.peak < plain_mem.peak / 2
+    loss_flops = 2 * 8 * 16  # h * h and its sum: outside the checkpointed blocks
+    assert ckpt_flops.total_forward == plain_flops.total_forward
+    assert ckpt_flops.total_recompute == plain_flops.total_forward - loss_flops
+    assert ckpt_flops.total_backward == plain_flops.total_backward
+
+
+def test_checkpointing_matches_torch_utils_checkpoint():
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    x0 = rng.standard_normal((4, 8))
+    w0 = rng.standard_normal((8, 8))
+    x, w = Tensor(x0, requires_grad=True), Tensor(w0, requires_grad=True)
+    checkpoint(lambda h: (h @ w).tanh() @ w, x).sum().backward()
+    xt, wt = torch.tensor(x0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    torch_checkpoint(lambda h: torch.tanh(h @ wt) @ wt, xt, use_reentrant=False).sum().backward()
+    np.testing.assert_allclose(x.grad, xt.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad, wt.grad.numpy(), rtol=1e-12)
+
+
+def test_checkpoint_rejects_a_function_that_returns_no_tensor():
+    with pytest.raises(TypeError, match="fn must return a Tensor"):
+        checkpoint(lambda h: 3.0, Tensor(np.ones(2)))
+
+
+def test_the_memory_calculator_counts_16_bytes_per_parameter_with_adam_either_way():
+    for precision in ("fp32", "mixed"):
+        parts = training_memory(GPT_125M, batch=1, seq=1, precision=precision)
+        per_param = (parts["weights"] + parts["gradients"] + parts["optimizer state"]) / GPT_125M.params
+        assert per_param == 16
+    sgd = training_memory(GPT_125M, 1, 1, optimizer="sgd")
+    assert sgd["optimizer state"] == 0 and sgd["weights"] == 4 * GPT_125M.params
+
+
+def test_activations_follow_the_published_formula_and_recomputation_shrinks_them():
+    s, b, h, a, L = 2048, 8, 4096, 32, 32
+    mixed = training_memory(MODEL_7B, batch=b, seq=s, precision="mixed")
+    assert mixed["activations"] == L * s * b * h * (34 + 5 * a * s / h)
+    assert training_memory(MODEL_7B, b, s, precision="fp32")["activations"] == 2 * mixed["activations"]
+    recomputed = training_memory(MODEL_7B, b, s, precision="mixed", recompute=True)
+    assert recomputed["activations"] == L * 2 * s * b * h
+    with pytest.raises(ValueError, match="precision must be"):
+        training_memory(MODEL_7B, 1, 1, precision="fp8")
