@@ -24,7 +24,7 @@ import numpy as np
 import haaw.nn.functional as F
 from haaw.nn import MLP
 from haaw.optim import SGD
-from haaw.engine.tensor import Tensor
+from haaw.engine import Tensor
 
 BATCH, SIZES, LR = 256, (784, 256, 10), 0.1
 

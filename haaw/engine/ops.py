@@ -13,6 +13,7 @@ in the forward pass receives the sum of the gradient over the stretched dimensio
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -58,6 +59,11 @@ def _matmul_flops(inputs, out, needs):
     return forward, forward * sum(needs)  # each gradient is one matmul of the same size
 
 
+def _linear_flops(inputs, out, needs):
+    forward = 2 * out.size * inputs[0].shape[-1]  # k multiplies, k − 1 adds and the bias: 2k per entry
+    return forward, forward * (needs[0] + needs[1]) + out.size * needs[2]  # the bias: a sum over rows
+
+
 @dataclass
 class Op:
     name: str
@@ -101,8 +107,8 @@ def _sum(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
     adding values below 8 changes nothing. Hardware and frameworks accumulate in fp32; so do we.
     """
     if a.dtype.itemsize >= 4:
-        return np.sum(a, axis=axis, keepdims=keepdims)
-    return np.asarray(np.sum(a, axis=axis, keepdims=keepdims, dtype=np.float32)).astype(a.dtype)
+        return a.sum(axis=axis, keepdims=keepdims)
+    return np.asarray(a.sum(axis=axis, keepdims=keepdims, dtype=np.float32)).astype(a.dtype)
 
 
 def _mm(a, b):
@@ -116,11 +122,7 @@ def _mm(a, b):
 
 def _T(a):
     """Swap the last two axes: the transpose of a matrix, or of each matrix in a batch."""
-    return np.swapaxes(a, -1, -2)
-
-
-def _count(shape, dim) -> int:
-    return int(np.prod([shape[i] for i in dim]))
+    return a.swapaxes(-1, -2)
 
 
 # --- arithmetic ---------------------------------------------------------------------------------
@@ -191,6 +193,20 @@ defvjp(matmul, lambda ctx, g: unbroadcast(_mm(g, _T(ctx.b)), ctx.a.shape),  # dA
        flops=_matmul_flops)
 
 
+def linear(ctx, x, w, b):
+    """Y = XW + b in one step (the layer of notebook 03): b is added to every row of XW."""
+    ctx.x, ctx.w, ctx.b_shape = x, w, b.shape
+    out = _mm(x, w)
+    out += b  # in place: XW is a fresh array, so no second (batch × outputs) array is made
+    return out
+
+
+defvjp(linear, lambda ctx, g: unbroadcast(_mm(g, _T(ctx.w)), ctx.x.shape),  # dX = G Wᵀ
+               lambda ctx, g: unbroadcast(_mm(_T(ctx.x), g), ctx.w.shape),  # dW = Xᵀ G
+               lambda ctx, g: unbroadcast(g, ctx.b_shape).copy(),  # db = G summed over the batch
+       flops=_linear_flops)
+
+
 # --- elementwise functions ------------------------------------------------------------------------
 def exp(ctx, a):
     ctx.out = out = np.exp(a)
@@ -233,46 +249,51 @@ defvjp(sigmoid, lambda ctx, g: g * ctx.out * (1 - ctx.out))
 
 
 # --- reductions over ``dim`` (a tuple of non-negative axes, or None for all) -----------------------
+def _reduce(ctx, a, dim):
+    """What every reduction's backward needs: the input's shape, and that shape with the reduced axes as 1."""
+    ctx.shape = a.shape
+    ctx.kept = tuple(1 if dim is None or i in dim else n for i, n in enumerate(a.shape))
+
+
+def _spread(ctx, g):
+    """A reduced gradient, back on the input's shape: each entry gets the value of its reduced slot."""
+    if g.size == 1:
+        return np.full(ctx.shape, g.item(), dtype=g.dtype)
+    return np.broadcast_to(g.reshape(ctx.kept), ctx.shape)
+
+
 def sum_(ctx, a, dim=None, keepdim=False):
-    ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+    _reduce(ctx, a, dim)
     return _sum(a, axis=dim, keepdims=keepdim)
 
 
-defvjp(sum_, lambda ctx, g: np.broadcast_to(_unreduce(g, ctx), ctx.shape), flops=_reduction)
+defvjp(sum_, _spread, flops=_reduction)
 
 
 def mean(ctx, a, dim=None, keepdim=False):
-    ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
-    return (_sum(a, axis=dim, keepdims=keepdim) / _count(a.shape, _all(dim, a.ndim))).astype(a.dtype, copy=False)
+    _reduce(ctx, a, dim)
+    ctx.count = math.prod(a.shape) // math.prod(ctx.kept)
+    return (_sum(a, axis=dim, keepdims=keepdim) / ctx.count).astype(a.dtype, copy=False)
 
 
-defvjp(mean, lambda ctx, g: np.broadcast_to(_unreduce(g, ctx) / _count(ctx.shape, _all(ctx.dim, len(ctx.shape))),
-                                            ctx.shape), flops=_reduction)
+defvjp(mean, lambda ctx, g: _spread(ctx, g / ctx.count), flops=_reduction)
 
 
 def max_(ctx, a, dim=None, keepdim=False):
-    out = np.max(a, axis=dim, keepdims=keepdim)
-    ctx.a, ctx.out, ctx.shape, ctx.dim, ctx.keepdim = a, out, a.shape, dim, keepdim
+    _reduce(ctx, a, dim)
+    ctx.a = a
+    ctx.out = out = np.max(a, axis=dim, keepdims=keepdim)
     return out
 
 
 def _max_vjp(ctx, g):
     """The gradient goes to the entries that were the maximum, shared equally between ties."""
-    winners = ctx.a == _unreduce(ctx.out, ctx)
-    share = winners / winners.sum(axis=_all(ctx.dim, ctx.a.ndim), keepdims=True)
-    return (_unreduce(g, ctx) * share).astype(ctx.a.dtype, copy=False)
+    winners = ctx.a == ctx.out.reshape(ctx.kept)
+    share = winners / winners.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
+    return (g.reshape(ctx.kept) * share).astype(ctx.a.dtype, copy=False)
 
 
 defvjp(max_, _max_vjp, flops=_reduction)
-
-
-def _all(dim, ndim) -> tuple:
-    return tuple(range(ndim)) if dim is None else dim
-
-
-def _unreduce(g, ctx):
-    """A reduced array with the reduced axes put back as size 1, so it broadcasts against the input."""
-    return g if ctx.keepdim else np.expand_dims(g, _all(ctx.dim, len(ctx.shape)))
 
 
 # --- shapes and indexing ------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     if isinstance(op, str):
         op = OPS[op]
     arrays = [t.data for t in inputs]
-    needs = tuple(t.requires_grad for t in inputs)
+    needs = tuple([t.requires_grad for t in inputs])
     ctx = Context(op, needs)
     try:
         out = op.forward(ctx, *arrays, **params)
@@ -61,6 +61,8 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     if _detect_anomaly and _non_finite(out) and not any(_non_finite(a) for a in arrays):
         raise FloatingPointError(f"anomaly: the forward of '{op.name}' produced nan or inf from finite inputs "
                                  f"(input shapes {[a.shape for a in arrays]})")
+    if type(out) is not np.ndarray:  # NumPy reductions return scalars; a Tensor always holds an array
+        out = np.asarray(out)
     result = _wrap(out)
     if op.view and np.may_share_memory(out, arrays[0]):
         result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
@@ -69,22 +71,38 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
         result.requires_grad = True
         result._parents = inputs
         result._ctx = ctx
-        ctx.versions = _versions(ctx, inputs, result)
+        ctx.versions = [(t._vc, t._vc[0]) for t in inputs]
+        ctx.versions.append((result._vc, result._vc[0]))
     for hook in hooks.on_forward:
         hook(op, ctx if recorded else None, inputs, result)
     return result
 
 
-def _versions(ctx, inputs, result) -> tuple:
-    """(version counter, its value now, which) for each tensor whose array ``ctx`` saved."""
-    saved = set()
-    for value in vars(ctx).values():
-        saved.update(map(id, value) if type(value) is tuple else (id(value),))
-    found = tuple((t._vc, t._vc[0], f"input {i} (shape {t.shape})")
-                  for i, t in enumerate(inputs) if id(t.data) in saved)
-    if id(result.data) in saved:
-        found += ((result._vc, result._vc[0], "its output"),)
-    return found
+def _check_versions(node) -> None:
+    """Refuse to run backward if an array this node's operation saved was changed in place since.
+
+    The forward pass noted the version of every input and of the output. A changed version only
+    matters if the operation kept that tensor's array for its backward, so only then is it an error.
+    """
+    ctx = node._ctx
+    tensors = (*node._parents, node)
+    for i, (t, (counter, version)) in enumerate(zip(tensors, ctx.versions)):
+        if counter[0] != version and _saved(ctx, t.data):
+            which = "its output" if t is node else f"input {i} (shape {t.shape})"
+            raise RuntimeError(
+                f"backward of '{ctx.op.name}' needs {which} as it was in the forward pass, but it was "
+                f"modified in place afterwards (version {counter[0]}, saved at version {version}). "
+                f"Use an out-of-place operation (y = x + 1, not x += 1), or copy the tensor first.")
+
+
+def _wrong_shape(op, i, g, parent):
+    raise ValueError(f"the backward of '{op.name}' returned a gradient of shape {np.shape(g)} for its "
+                     f"input {i}, which has shape {parent.data.shape}: a gradient has the shape of "
+                     "what it is the gradient of")
+
+
+def _saved(ctx, array) -> bool:
+    return any(v is array or (type(v) is tuple and any(x is array for x in v)) for v in vars(ctx).values())
 
 
 def _non_finite(array) -> bool:
@@ -217,22 +235,18 @@ class Tensor:
     # --- the protocol of the shared backward algorithm ----------------------------------------
     def _vjp(self, upstream):
         ctx = self._ctx
-        for counter, version, which in ctx.versions:
+        for counter, version in ctx.versions:
             if counter[0] != version:
-                raise RuntimeError(
-                    f"backward of '{ctx.op.name}' needs {which} as it was in the forward pass, but it was "
-                    f"modified in place afterwards (version {counter[0]}, saved at version {version}). "
-                    f"Use an out-of-place operation (y = x + 1, not x += 1), or copy the tensor first.")
+                _check_versions(self)
+                break
         op = ctx.op
         if op.vjp_all is None:
             grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
         else:
             grads = _all_grads(op, ctx, upstream)
-        for i, (parent, g) in enumerate(zip(self._parents, grads)):
-            if g is not None and getattr(g, "shape", None) != parent.data.shape:
-                raise ValueError(f"the backward of '{op.name}' returned a gradient of shape {np.shape(g)} for its "
-                                 f"input {i}, which has shape {parent.data.shape}: a gradient has the shape of "
-                                 "what it is the gradient of")
+        for parent, g in zip(self._parents, grads):
+            if g is not None and g.shape != parent.data.shape:
+                _wrong_shape(op, self._parents.index(parent), g, parent)
         if _detect_anomaly and not _non_finite(upstream) and any(g is not None and _non_finite(g) for g in grads):
             raise FloatingPointError(f"anomaly: the backward of '{op.name}' produced nan or inf "
                                      f"from a finite upstream gradient")

@@ -22,6 +22,19 @@ def sigmoid(x: Tensor) -> Tensor:
     return x.sigmoid()
 
 
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """input @ weight + bias, as one operation, with ``weight`` of shape (in_features, out_features).
+
+    (PyTorch's ``F.linear`` takes the transpose, (out, in), and computes input @ weight.T + bias.)
+    """
+    if bias is None:
+        return input @ weight
+    if input.ndim < 2 or weight.ndim != 2 or input.shape[-1] != weight.shape[0] or bias.shape != weight.shape[1:]:
+        raise ValueError(f"linear: input {input.shape} @ weight {weight.shape} + bias {bias.shape}: the input's "
+                         f"last axis must match the weight's first, and the bias the weight's second")
+    return apply("linear", input, weight, bias)
+
+
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along ``dim``, computed after subtracting the max (no overflow)."""
     return x.softmax(dim)
@@ -60,28 +73,30 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
     classes = input.shape[1] if input.ndim > 1 else input.shape[0]
     if input.ndim > 2:  # (N, C, d1, ...) -> (N, d1, ..., C): one row of logits per entry
         input = input.permute(0, *range(2, input.ndim), 1)
-    rows = input.reshape(-1, classes)
+    rows = input if input.ndim == 2 else input.reshape(-1, classes)
     flat = target.reshape(-1)
-    counts = flat != ignore_index
-    if np.any((flat[counts] < 0) | (flat[counts] >= classes)):
-        bad = flat[counts][(flat[counts] < 0) | (flat[counts] >= classes)][0]
+    ignored = flat == ignore_index
+    kept = flat[~ignored] if ignored.any() else flat
+    if kept.size and (kept.min() < 0 or kept.max() >= classes):
+        bad = kept[(kept < 0) | (kept >= classes)][0]
         raise ValueError(f"cross_entropy: target {bad} is not a class id: they must lie in [0, {classes - 1}] "
                          f"(or equal ignore_index={ignore_index})")
-    losses = apply("cross_entropy_rows", rows, targets=np.where(counts, flat, 0))
-    share = counts.astype(np.float64)
+    safe = np.where(ignored, 0, flat) if kept is not flat else flat
+    losses = apply("cross_entropy_rows", rows, targets=safe)
+    if reduction == "mean" and weight is None and mask is None and kept is flat:
+        return losses.mean()  # the common case: one more operation
+    share = (~ignored).astype(np.float64)
     if weight is not None:
         weight = np.asarray(weight.data if isinstance(weight, Tensor) else weight, dtype=np.float64)
         if weight.shape != (classes,):
             raise ValueError(f"cross_entropy: weight must have one entry per class, shape ({classes},), "
                              f"got {weight.shape}")
-        share = share * weight[np.where(counts, flat, 0)]
+        share = share * weight[safe]
     if mask is not None:
         mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
         if mask.shape != target.shape:
             raise ValueError(f"cross_entropy: mask of shape {mask.shape} must match target {target.shape}")
         share = share * mask.reshape(-1)
-    if reduction == "mean" and weight is None and mask is None and counts.all():
-        return losses.mean()  # the common case, one operation
     if np.any(share != 1):
         losses = losses * share.astype(rows.dtype)
     if reduction == "none":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Tensor
+from .functional import gelu, layer_norm, linear, scaled_dot_product_attention
 
 _generator = [np.random.default_rng()]
 
@@ -86,8 +87,7 @@ class Linear(Module):
                      if bias else None)
 
     def forward(self, x: Tensor) -> Tensor:
-        y = x @ self.weight
-        return y + self.bias if self.bias is not None else y
+        return linear(x, self.weight, self.bias)
 
 
 class MLP(Module):
@@ -117,8 +117,6 @@ class LayerNorm(Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        from .functional import layer_norm
-
         return layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 
@@ -136,8 +134,6 @@ class SelfAttention(Module):
         return x.reshape(B, T, self.heads, D // self.heads).transpose(1, 2)
 
     def forward(self, x: Tensor, mask=None) -> Tensor:
-        from .functional import scaled_dot_product_attention
-
         B, T, D = x.shape
         heads = scaled_dot_product_attention(self.split_heads(self.q(x)), self.split_heads(self.k(x)),
                                              self.split_heads(self.v(x)), attn_mask=mask)
@@ -152,8 +148,6 @@ class FeedForward(Module):
         self.down = Linear(expand * dim, dim, seed=_offset(seed, 1), dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
-        from .functional import gelu
-
         return self.down(gelu(self.up(x)))
 
 

@@ -127,7 +127,8 @@ def audit(model, token_losses, reduce, batch, *, optimizer=None, unit: str = "to
 
         for fn, example in custom_ops:
             report = gradcheck(fn, *example)
-            items.append(Item(f"gradcheck of {getattr(fn, '__name__', 'custom op')}", PASS if report.ok else FAIL,
+            name = getattr(getattr(fn, "__self__", None), "__name__", None) or getattr(fn, "__name__", "custom op")
+            items.append(Item(f"gradcheck of {name}", PASS if report.ok else FAIL,
                               "backward matches finite differences" if report.ok else
                               f"backward disagrees with finite differences (max relative error "
                               f"{max(r.rel_error for r in report.rows):.2g})"))

@@ -77,6 +77,18 @@ def matmul_spec(data):
                                   values(data, b_batch + (k, n), seed_name="b")]
 
 
+def linear_spec(data):
+    m, k, n = data.draw(dims), data.draw(dims), data.draw(dims)
+    batch = data.draw(st.sampled_from([(), (2,)]), label="batch")
+
+    def fn(x, w, b):
+        if is_torch(x):
+            return __import__("torch").nn.functional.linear(x, w.T, b)  # torch keeps W as (out, in)
+        return F.linear(x, w, b)
+    return fn, [values(data, batch + (m, k), seed_name="x"), values(data, (k, n), seed_name="w"),
+                values(data, (n,), seed_name="b")]
+
+
 def reduction(name):
     def spec(data):
         shape = data.draw(shapes, label="shape")
@@ -184,6 +196,7 @@ SPECS = {
     "pow": unary(lambda a: a**3 + (a * a + 1) ** 0.5),
     "neg": unary(lambda a: -a),
     "matmul": matmul_spec,
+    "linear": linear_spec,
     "exp": unary(lambda a: a.exp()),
     "log": unary(lambda a: (a * a + 0.1).log()),
     "tanh": unary(lambda a: a.tanh()),
@@ -259,6 +272,8 @@ FORWARD = {  # name -> (haaw function of Tensors, the same thing in plain NumPy,
     "pow": (lambda a: a**3, lambda a: a * a * a, [[1.5, -2.0, 0.0]]),
     "neg": (lambda a: -a, lambda a: 0 - a, [[1.5, -2.0]]),
     "matmul": (lambda a, b: a @ b, lambda a, b: np.einsum("ij,jk->ik", a, b), [[[1.0, 2.0]], [[3.0], [4.0]]]),
+    "linear": (lambda x, w, b: F.linear(x, w, b), lambda x, w, b: np.einsum("ij,jk->ik", x, w) + b,
+               [[[1.0, 2.0], [3.0, 4.0]], [[1.0, 0.0, -1.0], [2.0, 1.0, 0.5]], [10.0, 20.0, 30.0]]),
     "exp": (lambda a: a.exp(), lambda a: np.e ** a, [[0.0, 1.0, -1.0]]),
     "log": (lambda a: a.log(), lambda a: np.log2(a) / np.log2(np.e), [[1.0, np.e, 0.5]]),
     "tanh": (lambda a: a.tanh(), lambda a: (np.e ** (2 * a) - 1) / (np.e ** (2 * a) + 1), [[0.0, 0.5, -2.0]]),

@@ -1,8 +1,9 @@
+"""The functions of haaw.nn.functional, with PyTorch's signatures."""
 import numpy as np
 import pytest
 
 import haaw.nn.functional as F
-from haaw.engine.tensor import Tensor
+from haaw.engine import Tensor
 
 
 def test_softmax_is_stable_for_huge_logits():
@@ -16,26 +17,54 @@ def test_cross_entropy_of_a_uniform_guess_is_log_of_the_class_count():
     assert loss.item() == pytest.approx(np.log(10))
 
 
-def test_the_mask_removes_padding_before_the_mean():
-    logits = Tensor(np.random.default_rng(0).standard_normal((2, 5, 3)), requires_grad=True)
+@pytest.mark.parametrize("how", ["mask", "ignore_index"])
+def test_padding_is_removed_before_the_mean_by_a_mask_or_by_ignore_index(how):
+    logits = Tensor(np.random.default_rng(0).standard_normal((2, 3, 5)), requires_grad=True)  # (N, C, positions)
     targets = np.array([[0, 1, 2, 0, 0], [2, 2, 0, 0, 0]])
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
-    masked = F.cross_entropy(logits, targets, mask=mask)
-    real = [F.cross_entropy(logits[0, :3], targets[0, :3], reduction="sum"),
-            F.cross_entropy(logits[1, :2], targets[1, :2], reduction="sum")]
-    assert masked.item() == pytest.approx((real[0].item() + real[1].item()) / 5)
-    masked.backward()
-    assert np.all(logits.grad[0, 3:] == 0) and np.all(logits.grad[1, 2:] == 0)
+    if how == "mask":
+        loss = F.cross_entropy(logits, targets, mask=mask)
+    else:
+        loss = F.cross_entropy(logits, np.where(mask == 1, targets, -100))
+    real = [F.cross_entropy(logits[0, :, :3].T, targets[0, :3], reduction="sum"),
+            F.cross_entropy(logits[1, :, :2].T, targets[1, :2], reduction="sum")]
+    assert loss.item() == pytest.approx((real[0].item() + real[1].item()) / 5)
+    loss.backward()
+    assert np.all(logits.grad[0, :, 3:] == 0) and np.all(logits.grad[1, :, 2:] == 0)
+
+
+def test_class_weights_weigh_each_entry_and_the_mean_divides_by_their_sum():
+    logits = np.random.default_rng(1).standard_normal((4, 3))
+    targets = np.array([0, 2, 2, 1])
+    weight = np.array([1.0, 2.0, 0.5])
+    per_entry = F.cross_entropy(Tensor(logits), targets, reduction="none").data
+    expected = np.sum(weight[targets] * per_entry) / np.sum(weight[targets])
+    assert F.cross_entropy(Tensor(logits), targets, weight=weight).item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_an_unbatched_input_of_shape_classes_takes_a_0d_target():
+    assert F.cross_entropy(Tensor(np.zeros(4)), np.array(2)).item() == pytest.approx(np.log(4))
 
 
 @pytest.mark.parametrize("targets, mask, reduction, message", [
     (np.array([0.0, 1.0]), None, "mean", "integer class ids"),
-    (np.array([0, 1, 2]), None, "mean", r"targets of shape \(3,\) do not match logits of shape \(2, 3\)"),
-    (np.array([0, 3]), None, "mean", r"must lie in \[0, 2\]"),
+    (np.array([0, 1, 2]), None, "mean", r"target of shape \(3,\) does not fit input of shape \(2, 3\).*axis 1"),
+    (np.array([0, 3]), None, "mean", r"target 3 is not a class id: they must lie in \[0, 2\]"),
     (np.array([0, 1]), None, "average", "reduction must be"),
     (np.array([0, 1]), np.array([1, 0, 1]), "mean", "mask of shape"),
-    (np.array([0, 1]), np.array([0, 0]), "mean", "removes every entry"),
+    (np.array([0, 1]), np.array([0, 0]), "mean", "every entry is ignored or masked"),
+    (np.array([-100, -100]), None, "mean", "every entry is ignored or masked"),
 ])
 def test_cross_entropy_errors_name_the_problem(targets, mask, reduction, message):
     with pytest.raises((TypeError, ValueError), match=message):
         F.cross_entropy(Tensor(np.zeros((2, 3))), targets, mask=mask, reduction=reduction)
+
+
+def test_layer_norm_names_a_shape_that_does_not_fit():
+    with pytest.raises(ValueError, match=r"normalized_shape \(4,\) must be the last axes of the input"):
+        F.layer_norm(Tensor(np.ones((2, 3))), 4)
+
+
+def test_gelu_only_has_the_tanh_form_and_says_so():
+    with pytest.raises(ValueError, match="approximate='tanh' only"):
+        F.gelu(Tensor(np.ones(2)), approximate="none")

@@ -1,20 +1,48 @@
+"""Modules: parameters found by themselves, PyTorch's names, initial weights that differ per layer."""
 import numpy as np
 import pytest
 
+import haaw
 import haaw.nn.functional as F
-from haaw.nn import MLP, Linear
+from haaw.engine import Tensor
+from haaw.nn import MLP, Linear, TransformerBlock
 from haaw.optim import SGD
-from haaw.engine.tensor import Tensor
 
 
-def test_parameters_are_found_once_each_in_order():
+def test_parameters_are_found_once_each_in_order_with_their_names():
     model = MLP([4, 8, 3])
     params = model.parameters()
     assert [p.shape for p in params] == [(4, 8), (8,), (8, 3), (3,)]
+    assert [name for name, _ in model.named_parameters()] == ["layers.0.weight", "layers.0.bias",
+                                                            "layers.1.weight", "layers.1.bias"]
     shared = Linear(3, 3)
     model.layers.append(shared)
     model.layers.append(shared)
     assert len(model.parameters()) == 6
+    block = TransformerBlock(4, heads=2)
+    assert "attn.q.weight" in dict(block.named_parameters()) and len(block.parameters()) == 16
+
+
+def test_frozen_parameters_are_still_parameters_as_in_pytorch():
+    model = MLP([3, 4, 2])
+    model.layers[0].freeze()
+    assert len(model.parameters()) == 4
+    assert [p.requires_grad for p in model.parameters()] == [False, False, True, True]
+    model.requires_grad_(True)
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_two_layers_start_from_different_weights_unless_seeded_alike():
+    assert not np.array_equal(Linear(4, 4).weight.data, Linear(4, 4).weight.data)
+    assert np.array_equal(Linear(4, 4, seed=3).weight.data, Linear(4, 4, seed=3).weight.data)
+    haaw.manual_seed(5)
+    first = MLP([2, 3, 2]).parameters()
+    haaw.manual_seed(5)
+    again = MLP([2, 3, 2]).parameters()
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(first, again))
+    layers = MLP([4, 4, 4, 4], seed=0).layers
+    assert not np.array_equal(layers[0].weight.data, layers[1].weight.data)
+    assert all(np.array_equal(a.weight.data, b.weight.data) for a, b in zip(layers, MLP([4, 4, 4, 4], seed=0).layers))
 
 
 def test_an_mlp_with_cross_entropy_matches_torch_to_1e_10():

@@ -2,12 +2,14 @@
 import numpy as np
 import pytest
 
+import math
+
 import haaw.nn.functional as F
 from haaw import Tensor
-from haaw.tools import gradcheck
-from haaw.tools.recorder import GradientRecorder, parameter_grad_norms
 from haaw.nn import TransformerBlock
 from haaw.nn.utils import clip_grad_norm_
+from haaw.tools import gradcheck
+from haaw.tools.recorder import GradientRecorder, parameter_grad_norms
 from haaw.tools.torch_mirror import block_in_torch
 
 rng = np.random.default_rng(0)
@@ -15,17 +17,46 @@ rng = np.random.default_rng(0)
 
 def test_layer_norm_gelu_and_attention_pass_gradcheck():
     x, w, b = rng.standard_normal((3, 6)), rng.standard_normal(6), rng.standard_normal(6)
-    assert gradcheck(lambda x, w, b: F.layer_norm(x, w, b), x, w, b).ok
+    assert gradcheck(lambda x, w, b: F.layer_norm(x, (6,), w, b), x, w, b).ok
+    assert gradcheck(lambda x: F.layer_norm(x, (2, 6)), rng.standard_normal((2, 2, 6))).ok
     assert gradcheck(F.gelu, rng.standard_normal((3, 4))).ok
     q, k, v = (rng.standard_normal((2, 4, 3)) for _ in range(3))
-    assert gradcheck(lambda q, k, v: F.attention(q, k, v, mask=F.causal_mask(4)), q, k, v).ok
+    assert gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v).ok
+
+
+def numpy_attention(q, k, v, mask=None):
+    """softmax(q kᵀ / √d) v, written here from its definition."""
+    scores = np.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return np.einsum("...qk,...kd->...qd", e / e.sum(axis=-1, keepdims=True), v)
+
+
+def test_forward_values_match_their_definitions_without_torch():
+    x = rng.standard_normal((3, 5))
+    normed = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(F.layer_norm(Tensor(x), 5).data, normed, rtol=1e-12)
+    np.testing.assert_allclose(F.layer_norm(Tensor(x), 5, Tensor(np.full(5, 2.0)), Tensor(np.ones(5))).data,
+                               2 * normed + 1, rtol=1e-12)
+    exact = np.array([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x.ravel()]).reshape(x.shape)
+    np.testing.assert_allclose(F.gelu(Tensor(x)).data, exact, atol=1e-3)  # the tanh form is within 1e-3
+    tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    np.testing.assert_allclose(F.gelu(Tensor(x)).data, tanh_form, rtol=1e-12)
+    q, k, v = (rng.standard_normal((2, 4, 3)) for _ in range(3))
+    causal = np.arange(4)[:, None] >= np.arange(4)[None, :]
+    np.testing.assert_allclose(F.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v)).data,
+                               numpy_attention(q, k, v), rtol=1e-12)
+    np.testing.assert_allclose(F.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), is_causal=True).data,
+                               numpy_attention(q, k, v, causal), rtol=1e-12)
+    np.testing.assert_array_equal(F.causal_mask(4), causal)
 
 
 def test_a_fully_masked_query_gets_zero_output_and_zero_gradient_not_nan():
     q, k, v = (Tensor(rng.standard_normal((3, 4)), requires_grad=True) for _ in range(3))
-    mask = F.causal_mask(3)
+    mask = np.tril(np.ones((3, 3), dtype=bool))
     mask[1] = False  # query 1 may attend to nothing
-    out = F.attention(q, k, v, mask=mask)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     out.sum().backward()
     np.testing.assert_array_equal(out.data[1], 0.0)
     for t in (q, k, v):
@@ -36,9 +67,9 @@ def test_a_fully_masked_query_gets_zero_output_and_zero_gradient_not_nan():
 def test_attention_errors_name_the_shapes():
     q = Tensor(np.ones((3, 4)))
     with pytest.raises(ValueError, match="queries have 4 features but keys have 5"):
-        F.attention(q, Tensor(np.ones((3, 5))), Tensor(np.ones((3, 4))))
+        F.scaled_dot_product_attention(q, Tensor(np.ones((3, 5))), Tensor(np.ones((3, 4))))
     with pytest.raises(ValueError, match=r"a mask of shape \(2, 2\) does not fit scores of shape \(3, 3\)"):
-        F.attention(q, q, q, mask=np.ones((2, 2), dtype=bool))
+        F.scaled_dot_product_attention(q, q, q, attn_mask=np.ones((2, 2), dtype=bool))
 
 
 @pytest.fixture
@@ -50,7 +81,7 @@ def test_layer_norm_and_gelu_match_torch(torch):
     x, w, b = rng.standard_normal((4, 6)), rng.standard_normal(6), rng.standard_normal(6)
     ours = [Tensor(a, requires_grad=True) for a in (x, w, b)]
     theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
-    out = F.layer_norm(*ours)
+    out = F.layer_norm(ours[0], (6,), ours[1], ours[2])
     ref = torch.nn.functional.layer_norm(theirs[0], (6,), theirs[1], theirs[2], eps=1e-5)
     G = rng.standard_normal((4, 6))
     out.backward(G)
@@ -63,17 +94,17 @@ def test_layer_norm_and_gelu_match_torch(torch):
                                rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("masked", ["none", "causal", "causal with an empty row"])
+@pytest.mark.parametrize("masked", ["none", "causal", "is_causal", "causal with an empty row"])
 def test_attention_matches_torch_scaled_dot_product_attention(torch, masked):
     q, k, v = (rng.standard_normal((2, 3, 5, 4)) for _ in range(3))
-    mask = None if masked == "none" else F.causal_mask(5)
+    mask = None if masked in ("none", "is_causal") else torch.ones(5, 5, dtype=torch.bool).tril()  # torch's own
     if masked == "causal with an empty row":
         mask[2] = False
     ours = [Tensor(a, requires_grad=True) for a in (q, k, v)]
     theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-    out = F.attention(*ours, mask=mask)
-    ref = torch.nn.functional.scaled_dot_product_attention(
-        *theirs, attn_mask=None if mask is None else torch.tensor(mask))
+    out = F.scaled_dot_product_attention(*ours, attn_mask=None if mask is None else mask.numpy(),
+                                         is_causal=masked == "is_causal")
+    ref = torch.nn.functional.scaled_dot_product_attention(*theirs, attn_mask=mask, is_causal=masked == "is_causal")
     G = rng.standard_normal(out.shape)
     out.backward(G)
     ref.backward(torch.tensor(G))
@@ -85,13 +116,12 @@ def test_attention_matches_torch_scaled_dot_product_attention(torch, masked):
 def test_a_whole_transformer_block_matches_torch_with_identical_weights(torch):
     block = TransformerBlock(8, heads=2, seed=3)
     x = rng.standard_normal((2, 5, 8))
-    mask = F.causal_mask(5)
     xt = Tensor(x, requires_grad=True)
-    out = block(xt, mask=mask)
+    out = block(xt, mask=F.causal_mask(5))
     G = rng.standard_normal(out.shape)
     out.backward(G)
     x_torch = torch.tensor(x, requires_grad=True)
-    ref, P = block_in_torch(block, x_torch, mask, torch)
+    ref, P = block_in_torch(block, x_torch, None, torch, is_causal=True)  # PyTorch builds its own causal mask
     ref.backward(torch.tensor(G))
     np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(xt.grad, x_torch.grad.numpy(), rtol=1e-9, atol=1e-11)
@@ -115,9 +145,12 @@ def test_the_recorder_reads_the_gradient_norm_at_each_watched_tensor():
 def test_clip_grad_norm_returns_the_norm_before_and_scales_all_gradients_together():
     a, b = Tensor(np.zeros(2), requires_grad=True), Tensor(np.zeros(1), requires_grad=True)
     a.grad, b.grad = np.array([3.0, 0.0]), np.array([4.0])
-    assert clip_grad_norm([a, b], max_norm=1.0) == pytest.approx(5.0)
+    assert clip_grad_norm_([a, b], max_norm=1.0) == pytest.approx(5.0)
     np.testing.assert_allclose(np.concatenate([a.grad, b.grad]), [0.6, 0.0, 0.8], rtol=1e-5)
-    assert clip_grad_norm([a, b], max_norm=10.0) == pytest.approx(1.0, rel=1e-5)
+    assert clip_grad_norm_([a, b], max_norm=10.0) == pytest.approx(1.0, rel=1e-5)
+    a.grad = np.array([30.0, 40.0])
+    assert clip_grad_norm_(iter([a, Tensor(np.zeros(1))]), max_norm=5.0) == pytest.approx(50.0)  # a generator too
+    np.testing.assert_allclose(a.grad, [3.0, 4.0], rtol=1e-6)
 
 
 def test_the_block_diagram_is_condensed_from_the_engine_s_own_graph():
