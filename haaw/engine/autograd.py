@@ -3,9 +3,12 @@
 A node is anything with these attributes:
 
 - ``_parents``: the nodes it was computed from, in argument order (empty for a leaf);
-- ``_vjp(g)``: given g = dL/d(node), one contribution dL/d(parent) per parent, through this
-  node (``None`` where a parent needs none);
-- ``grad``, with ``_reset_grad()`` and ``_add_grad(g)``: where dL/d(node) is accumulated.
+- ``grad``, with ``_reset_grad()`` and ``_add_grad(g)``: where dL/d(node) is accumulated;
+- how its gradient reaches its parents, by the chain rule: contribution = upstream × local derivative.
+  A ``Value`` keeps its local derivatives as numbers (``_local``), so each contribution is one
+  product. A ``Tensor``'s local derivatives are Jacobians, far too large to build, so it has
+  ``_vjp(g)`` instead: its operation's vector-Jacobian products, which give the products directly
+  (``None`` for a parent that needs no gradient), and ``_local`` is None.
 
 Backward puts the graph in topological order, then walks it backwards, *adding* every
 contribution into its parent, so that a node used twice receives both. The walk uses an explicit
@@ -17,18 +20,18 @@ from __future__ import annotations
 
 def topological_order(root) -> list:
     """Every node ``root`` depends on, each after all of its parents (``root`` last)."""
-    order, visited, stack = [], set(), [root]
+    order, visited, stack = [], set(), [root]  # nodes are hashed by identity: no node defines ==
     while stack:
         node = stack.pop()
         if node is None:  # the marker: every parent of the node under it is in place
             order.append(stack.pop())
             continue
-        if id(node) in visited:
+        if node in visited:
             continue
-        visited.add(id(node))
+        visited.add(node)
         stack += (node, None)  # come back to this node once its parents are done
         for parent in reversed(node._parents):  # reversed: the first parent is taken first
-            if id(parent) not in visited:
+            if parent not in visited:
                 stack.append(parent)
     return order
 
@@ -53,10 +56,15 @@ def backward(root, seed, on_step=None) -> list:
         if not parents:
             continue
         upstream = node.grad
-        contributions = node._vjp(upstream)
-        for parent, contribution in zip(parents, contributions):
-            if contribution is not None:
-                parent._add_grad(contribution)
+        if node._local is not None:  # a Value: numbers, so += right here (a float's grad is a float)
+            for parent, local in zip(parents, node._local):
+                parent.grad += upstream * local
+            contributions = [upstream * local for local in node._local] if on_step else None
+        else:  # a Tensor: its operation's vector-Jacobian products
+            contributions = node._vjp(upstream)
+            for parent, contribution in zip(parents, contributions):
+                if contribution is not None:
+                    parent._add_grad(contribution)
         if on_step is not None:
             on_step(node, upstream, contributions)
     return order

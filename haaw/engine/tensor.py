@@ -203,6 +203,7 @@ class Tensor:
     """
 
     __slots__ = ("data", "grad", "requires_grad", "label", "_parents", "_ctx", "_vc")
+    _local = None  # its local derivatives are Jacobians, never built: backward calls _vjp instead
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, label: str = ""):
         if isinstance(data, Tensor):

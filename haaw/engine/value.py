@@ -37,10 +37,7 @@ class Value:
         self._local = _local  # d(self)/d(parent) for each parent, computed in the forward pass
         self._op = _op
 
-    # --- the protocol the shared backward algorithm relies on -------------------------
-    def _vjp(self, upstream: float) -> list:
-        return [upstream * local for local in self._local]
-
+    # --- the protocol the shared backward algorithm relies on (and ``_local``) ------------
     def _reset_grad(self) -> None:
         self.grad = 0.0
 

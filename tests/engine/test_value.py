@@ -169,3 +169,15 @@ def test_gradcheck_catches_a_wrong_derivative():
     assert "WRONG" in str(report) and "MISMATCH" in str(report)
     assert math.isclose(report.rows[0].analytic.item(), 4.5)
     assert math.isclose(report.rows[0].numeric.item(), 6.0, rel_tol=1e-6)
+
+
+def test_a_huge_power_names_the_overflow():
+    with pytest.raises(OverflowError, match=r"\*\* 2 is too large for a float"):
+        Value(1e200) ** 2
+
+
+def test_nodes_are_hashed_by_identity_which_the_topological_sort_relies_on():
+    from haaw import Tensor
+
+    assert Value.__hash__ is object.__hash__ and Value.__eq__ is object.__eq__
+    assert Tensor.__hash__ is object.__hash__ and Tensor.__eq__ is object.__eq__
