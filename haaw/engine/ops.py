@@ -273,10 +273,19 @@ defvjp(sum_, _spread, flops=_reduction)
 def mean(ctx, a, dim=None, keepdim=False):
     _reduce(ctx, a, dim)
     ctx.count = math.prod(a.shape) // math.prod(ctx.kept)
-    return (_sum(a, axis=dim, keepdims=keepdim) / ctx.count).astype(a.dtype, copy=False)
+    return _divide(a.sum(axis=dim, keepdims=keepdim, dtype=_wide(a.dtype)), ctx.count, a.dtype)
 
 
-defvjp(mean, lambda ctx, g: _spread(ctx, g / ctx.count), flops=_reduction)
+defvjp(mean, lambda ctx, g: _spread(ctx, _divide(g, ctx.count, g.dtype)), flops=_reduction)
+
+
+def _wide(dtype):
+    """float32 for 16- and 8-bit formats (whose own range may not even hold the count), else None."""
+    return np.float32 if dtype.itemsize < 4 else None
+
+
+def _divide(total, count: int, dtype):
+    return (np.asarray(total, dtype=_wide(dtype)) / count).astype(dtype, copy=False)
 
 
 def max_(ctx, a, dim=None, keepdim=False):

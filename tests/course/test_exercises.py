@@ -134,3 +134,29 @@ def test_hint_without_a_level_advances_one_tier_per_call():
     key = "01-chain"
     first, second = hint(key, level=1), hint(key)
     assert first.message.startswith("Hint 1/") and second.message.startswith("Hint 2/")
+
+
+@pytest.mark.parametrize("key", NUMBER_KEYS)
+def test_a_tensor_given_for_a_number_is_told_to_use_item(key):
+    from haaw import Tensor
+
+    for form in (Tensor(np.array(1.0)), Tensor(np.array([1.0]), requires_grad=True)):
+        feedback = check(key, form)
+        assert feedback.status == UNREADABLE and ".item()" in feedback.message
+    assert "Tensor of shape (2,)" in check(key, Tensor(np.ones(2))).message
+
+
+@pytest.mark.parametrize("key", NUMBER_KEYS[:3] + ARRAY_KEYS[:1])
+def test_a_torch_tensor_is_read_or_told_what_to_do(key):
+    torch = pytest.importorskip("torch")
+    answer = REGISTRY[key].answer
+    if key in ARRAY_KEYS:
+        assert check(key, torch.tensor(answer, requires_grad=True)).status == CORRECT
+    else:
+        assert ".item()" in check(key, torch.tensor(float(answer), requires_grad=True)).message
+
+
+@pytest.mark.parametrize("level", [0, 99, -1, "two", 1.5, None.__class__, True])
+def test_hint_never_raises_on_a_bad_level(level):
+    feedback = hint("01-chain", level)
+    assert feedback.status == UNREADABLE and "takes a level from 1 to" in feedback.message
