@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .engine import plugins
+
 
 class Optimizer:
     def __init__(self, params, what: str):
@@ -62,12 +64,21 @@ class Adam(Optimizer):
     def step(self) -> None:
         self.steps += 1
         correction1, correction2 = 1 - self.beta1**self.steps, 1 - self.beta2**self.steps
+        yours = plugins.active.get("adam")
         for p, m, v in zip(self.params, self.m, self.v):
             if p.grad is None:
                 continue
             g = p.grad if not self.weight_decay else p.grad + self.weight_decay * p.data
+            if yours:  # notebook 10: your adam_step in place of the lines below
+                new, m[...], v[...] = yours(p.data.copy(), g, m.copy(), v.copy(), self.steps, self.lr,
+                                            self.beta1, self.beta2, self.eps)
+                self._update(p, new)
+                continue
             m *= self.beta1
             m += (1 - self.beta1) * g
             v *= self.beta2
             v += (1 - self.beta2) * g * g
             self._update(p, p.data - self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps))
+
+
+plugins.slot("adam", "adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (new p, new m, new v), t counting from 1")

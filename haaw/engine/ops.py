@@ -14,10 +14,13 @@ in the forward pass receives the sum of the gradient over the stretched dimensio
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from . import plugins
 
 
 class Context:
@@ -402,3 +405,39 @@ def _cross_entropy_rows_vjp(ctx, g):
 
 
 defvjp(cross_entropy_rows, _cross_entropy_rows_vjp, flops=_reduction)
+
+
+# --- slots where your own code can run instead (haaw.use, notebooks 03 to 05) -----------------
+def _your_vjp(name, adapt):
+    """Install ``adapt``, a VJP built from your function, as the only VJP of operation ``name``."""
+    def install(fn):
+        op = OPS[name]
+        old = op.vjps, op.vjp_all
+        op.vjps, op.vjp_all = (), adapt(fn)
+
+        def undo():
+            op.vjps, op.vjp_all = old
+        return undo
+    return install
+
+
+def _last_axis(fn):
+    """Your function works on the last axis; the operation may have run along another."""
+    return lambda ctx, g: (np.moveaxis(np.asarray(fn(np.moveaxis(ctx.out, ctx.dim, -1), np.moveaxis(g, ctx.dim, -1))),
+                                       -1, ctx.dim),)
+
+
+def _your_softmax(fn):
+    undo = [_your_vjp(name, _last_axis)(fn) for name in ("softmax", "masked_softmax")]
+    return lambda: [u() for u in undo]
+
+
+plugins.slot("linear", "linear_backward(X, W, G) -> (dX, dW, db) for Y = XW + b",
+             _your_vjp("linear", lambda fn: lambda ctx, g: fn(ctx.x, ctx.w, g)))
+plugins.slot("unbroadcast", "unbroadcast(g, shape) -> g summed down to shape",
+             lambda fn: plugins.swap(sys.modules[__name__], "unbroadcast", fn))
+plugins.slot("tanh", "tanh_backward(y, G) -> dL/dx, where y = tanh(x)",
+             _your_vjp("tanh", lambda fn: lambda ctx, g: (fn(ctx.out, g),)))
+plugins.slot("relu", "relu_backward(y, G) -> dL/dx, where y = relu(x)",
+             _your_vjp("relu", lambda fn: lambda ctx, g: (fn(ctx.out, g),)))
+plugins.slot("softmax", "softmax_backward(s, G) -> dL/dz along the last axis, where s = softmax(z)", _your_softmax)

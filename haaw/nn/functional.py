@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import Tensor
+from ..engine import Function, Tensor, plugins
+from ..engine.ops import OPS, Context
 from ..engine.tensor import apply
 
 
@@ -162,6 +163,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     attention weights.
     """
     d_k = query.shape[-1]
+    if plugins.active.get("attention") and not return_weights:
+        if scale is not None and scale != 1.0 / float(np.sqrt(d_k)):
+            raise ValueError("attention: your attention_backward assumes the scale 1/√d_k; this call asks for "
+                             f"{scale:g}")
+        mask = None if attn_mask is None else np.asarray(attn_mask, dtype=bool)
+        if is_causal:
+            causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), dtype=bool))
+            mask = causal if mask is None else mask & causal
+        return _YourAttention.apply(query, key, value, mask)
     if key.shape[-1] != d_k:
         raise ValueError(f"attention: queries have {d_k} features but keys have {key.shape[-1]}")
     if key.shape[-2] != value.shape[-2]:
@@ -183,3 +193,23 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         weights = apply("masked_softmax", scores, mask=mask, dim=-1)
     out = weights @ value
     return (out, weights) if return_weights else out
+
+
+class _YourAttention(Function):
+    """Attention as one operation whose backward is the learner's ``attention_backward`` (haaw.use)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask):
+        scores = (q @ np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+        softmax = OPS["softmax" if mask is None else "masked_softmax"]
+        weights = softmax.forward(Context(), scores) if mask is None else softmax.forward(Context(), scores, mask)
+        ctx.q, ctx.k, ctx.v, ctx.mask = q, k, v, mask
+        ctx.yours = plugins.active["attention"]  # the function in use when the graph was built
+        return weights @ v
+
+    @staticmethod
+    def backward(ctx, g):
+        return (*ctx.yours(ctx.q, ctx.k, ctx.v, ctx.mask, g), None)
+
+
+plugins.slot("attention", "attention_backward(Q, K, V, mask, G) -> (dQ, dK, dV) for softmax(QKᵀ/√d_k, masked) V")

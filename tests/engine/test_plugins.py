@@ -1,0 +1,181 @@
+"""haaw.use: a learner's function runs in the engine's place inside the block, and nowhere else."""
+import numpy as np
+import pytest
+
+import haaw
+import haaw.nn.functional as F
+from haaw import Tensor, Value
+from haaw.amp import DynamicLossScaler
+from haaw.engine import plugins
+from haaw.nn import MLP, TransformerBlock
+from haaw.optim import Adam
+
+rng = np.random.default_rng(0)
+
+
+# correct implementations, written here from the formulas (not the engine's code)
+def mul(a, b):
+    return a * b, (b, a)
+
+
+def power(a, n):
+    return a**n, (n * a ** (n - 1),)
+
+
+def backward(root):
+    order, seen = [], set()
+
+    def visit(node):  # fine for the small graphs used here
+        if id(node) not in seen:
+            seen.add(id(node))
+            for parent in node._parents:
+                visit(parent)
+            order.append(node)
+    visit(root)
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+def linear_backward(X, W, G):
+    Xf, Gf = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    return G @ W.T, Xf.T @ Gf, Gf.sum(axis=0)
+
+
+def unbroadcast(g, shape):
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(axis=i, keepdims=True)
+    return g
+
+
+def tanh_backward(y, G):
+    return G * (1 - y * y)
+
+
+def relu_backward(y, G):
+    return G * (y > 0)
+
+
+def softmax_backward(s, G):
+    return s * (G - (G * s).sum(axis=-1, keepdims=True))
+
+
+def attention_backward(Q, K, V, mask, G):
+    d = Q.shape[-1]
+    S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d)
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    top = np.max(S, axis=-1, keepdims=True)
+    E = np.exp(S - np.where(np.isfinite(top), top, 0))
+    total = E.sum(axis=-1, keepdims=True)
+    P = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True)) / np.sqrt(d)
+    return dS @ K, np.swapaxes(dS, -1, -2) @ Q, dV
+
+
+def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    return p - lr * (m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + eps), m, v
+
+
+def update_scale(scale, good, found_inf, growth, backoff, interval):
+    if found_inf:
+        return scale * backoff, 0
+    return (scale * growth, 0) if good + 1 == interval else (scale, good + 1)
+
+
+def scalar_grads():
+    w, x = Value(2.0), Value(3.0)
+    L = (w * x) ** 2 + w * w
+    L.backward()
+    return L.data, w.grad, x.grad
+
+
+def test_the_scalar_engine_runs_on_your_mul_pow_and_backward():
+    expected = scalar_grads()
+    with haaw.use(mul=mul, pow=power, backward=backward):
+        assert scalar_grads() == expected
+    assert Value.backward is not backward and scalar_grads() == expected
+
+
+def mlp_grads():
+    model = MLP([3, 5, 4], activation="tanh", seed=0)
+    x = Tensor(np.random.default_rng(1).standard_normal((6, 3)))
+    loss = F.cross_entropy(model(x).relu(), np.array([0, 1, 2, 3, 0, 1]))
+    loss.backward()
+    return [p.grad for p in model.parameters()]
+
+
+def test_the_tensor_engine_runs_on_your_vjps_and_gives_the_same_gradients():
+    expected = mlp_grads()
+    with haaw.use(linear=linear_backward, unbroadcast=unbroadcast, tanh=tanh_backward, relu=relu_backward):
+        ours = mlp_grads()
+    for a, b in zip(ours, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+def test_a_transformer_block_runs_on_your_softmax_and_attention_backward():
+    def grads():
+        block = TransformerBlock(8, heads=2, seed=2)
+        x = Tensor(np.random.default_rng(2).standard_normal((2, 5, 8)), requires_grad=True)
+        block(x, mask=F.causal_mask(5)).sum().backward()
+        return [x.grad] + [p.grad for p in block.parameters()]
+    expected = grads()
+    with haaw.use(softmax=softmax_backward, attention=attention_backward):
+        ours = grads()
+    for a, b in zip(ours, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_adam_and_the_loss_scaler_run_on_yours():
+    def train(steps=5):
+        p = Tensor(np.array([1.0, -2.0]), requires_grad=True)
+        opt, scaler = Adam([p], lr=0.1), DynamicLossScaler(init_scale=8.0, growth_interval=2)
+        for i in range(steps):
+            p.grad = np.array([0.5, float(i)])
+            opt.step()
+            scaler.update(found_inf=i == 3)
+        return p.data.copy(), scaler.scale
+    expected = train()
+    with haaw.use(adam=adam_step, loss_scale=update_scale):
+        ours = train()
+    np.testing.assert_allclose(ours[0], expected[0], rtol=1e-12)
+    assert ours[1] == expected[1] == 8.0  # 8 → 16 after two clean steps, 8 again at the overflow
+
+
+def test_outside_the_block_the_engine_s_own_code_is_back():
+    with haaw.use(tanh=lambda y, G: G * 0.0):
+        t = Tensor(np.array([0.3]), requires_grad=True)
+        t.tanh().sum().backward()
+        assert t.grad[0] == 0.0
+    t = Tensor(np.array([0.3]), requires_grad=True)
+    t.tanh().sum().backward()
+    assert t.grad[0] == pytest.approx(1 - np.tanh(0.3) ** 2)
+    assert plugins.active == {}
+
+
+def test_the_engine_still_refuses_a_wrong_shaped_gradient_from_your_code():
+    x = Tensor(rng.standard_normal((4, 3)))
+    w, b = Tensor(rng.standard_normal((3, 2)), requires_grad=True), Tensor(np.zeros(2), requires_grad=True)
+    with haaw.use(linear=lambda X, W, G: (G @ W.T, G.T @ X, G.sum(axis=0))):  # dW transposed
+        with pytest.raises(ValueError, match=r"backward of 'linear' returned a gradient of shape \(2, 3\) for its input 1"):
+            F.linear(x, w, b).sum().backward()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"matmul": linear_backward}, "no slot called 'matmul'. The slots are: adam"),
+    ({"tanh": ...}, r"use\(tanh=...\) needs a function"),
+    ({"tanh": 3}, "got int 3"),
+])
+def test_use_names_a_wrong_slot_or_a_non_function(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        with haaw.use(**kwargs):
+            pass
+    assert plugins.active == {}
