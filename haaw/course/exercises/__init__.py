@@ -1,5 +1,10 @@
-"""Exercises with instant, targeted feedback: ``check(key, answer)``, ``hint(key)``, ``solution(key)``."""
+"""Exercises with instant, targeted feedback: ``check(key, answer)``, ``hint(key)``, ``solution(key)``.
+
+An answer is a number, an array, a few words, or, for code exercises, your function itself;
+``yours(...)`` then runs a function that passed inside the engine.
+"""
 from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09, nb10  # noqa: F401  (registers the exercises)
+from .code import passed, yours
 from .core import REGISTRY, Feedback, check, hint, solution
 
-__all__ = ["REGISTRY", "Feedback", "check", "hint", "solution"]
+__all__ = ["REGISTRY", "Feedback", "check", "hint", "passed", "solution", "yours"]

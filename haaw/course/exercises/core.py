@@ -17,10 +17,11 @@ CORRECT, WRONG, NOT_ATTEMPTED, UNREADABLE = "correct", "wrong", "not attempted",
 
 @dataclass(frozen=True)
 class Feedback:
-    """What ``check`` says: a status for code, a message for the learner."""
+    """What ``check`` says: a status for code, a message for the learner (and a table, in JupyterLab)."""
 
     status: str
     message: str
+    html: str = ""
 
     @property
     def correct(self) -> bool:
@@ -28,6 +29,9 @@ class Feedback:
 
     def __repr__(self) -> str:
         return self.message
+
+    def _repr_html_(self):
+        return self.html or None
 
 
 @dataclass
@@ -126,9 +130,13 @@ def check(key, answer) -> Feedback:
 
 
 def _check(key, answer) -> Feedback:
+    from .code import CodeExercise, check_code
+
     ex = _lookup(key)
     if ex is None:
         return Feedback(UNREADABLE, _unknown(key))
+    if isinstance(ex, CodeExercise):
+        return check_code(ex, answer)
     if answer is Ellipsis:
         return Feedback(NOT_ATTEMPTED, f"Not attempted yet: replace the ... with your answer, then run the cell. "
                                        f"Stuck? hint({key!r}) gives a nudge.")
@@ -232,8 +240,15 @@ def hint(key, level: int | None = None) -> Feedback:
 
 
 def solution(key) -> Feedback:
-    """The worked solution of ``key``."""
+    """The worked solution of ``key`` (unless an instructor switched solutions off: HAAW_SOLUTIONS=off)."""
+    from .code import CodeExercise, solutions_allowed
+
     ex = _lookup(key)
     if ex is None:
         return Feedback(UNREADABLE, _unknown(key))
+    if not solutions_allowed():
+        return Feedback("solution", "Solutions are switched off here (HAAW_SOLUTIONS=off, set by whoever runs this "
+                                    f"course): hint({key!r}) still works, one step at a time.")
+    if isinstance(ex, CodeExercise):
+        return Feedback("solution", f"Solution, one way to write it:\n{ex.solution}")
     return Feedback("solution", f"Solution: {ex.solution}")

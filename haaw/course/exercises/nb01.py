@@ -48,3 +48,88 @@ register(Exercise(
            "Multiply the four links."),
     solution="dL/dw = dL/dC · dC/dB · dB/dA · dA/dw = 3 · 1 · 4 · 4 = 48.",
 ))
+
+
+# --- code exercises: the forward-and-local line of * and ** ------------------------------------------
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
+
+
+def mul_local(a, b):
+    """a · b, and its local derivatives: d(a·b)/da = b, d(a·b)/db = a."""
+    return a * b, (b, a)
+
+
+def pow_local(a, n):
+    """aⁿ for a plain number n, and its local derivative: d(aⁿ)/da = n · aⁿ⁻¹."""
+    return a**n, (n * a ** (n - 1),)
+
+
+def _value_and_locals(count):
+    """Run a forward-and-local function; return its value and its local derivatives, flat."""
+    def run(fn, *args):
+        result = fn(*args)
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (tuple, list))):
+            raise LearnerError(f"return two things: the value, then a tuple of {count} local derivative(s), as in "
+                               f"`return out, ({', '.join(['d_a', 'd_b'][:count])}{',' if count == 1 else ''})`; "
+                               f"got {result!r:.60}")
+        out, local = result
+        if len(local) != count:
+            raise LearnerError(f"the tuple of local derivatives needs {count} entr{'y' if count == 1 else 'ies'}, "
+                               f"one per input; yours has {len(local)}")
+        return (out, *local)
+    return run
+
+
+register(CodeExercise(
+    key="01-mul-local",
+    question="Write the scalar engine's multiplication: return a·b and its two local derivatives, "
+             "d(a·b)/da and d(a·b)/db.",
+    signature="mul_local(a, b) -> (a·b, (d/da, d/db))",
+    reference=mul_local,
+    cases=lambda: [Case("hand-checkable: a = 2, b = 3", (2.0, 3.0)), Case("a negative factor", (-1.5, 4.0)),
+                   Case("a zero", (0.0, 5.0)), Case("fractions", (0.25, -0.5))],
+    outputs=("a·b", "d(a·b)/da", "d(a·b)/db"),
+    run=_value_and_locals(2),
+    slot="mul",
+    mistakes=[
+        Mistake("each input's own value as its derivative",
+                "d(a·b)/da asks how fast a·b moves when a moves: by b per unit of a. Each input's derivative is "
+                "the *other* factor.",
+                lambda a, b: (a * b, (a, b))),
+        Mistake("the derivatives of +",
+                "1 and 1 are the local derivatives of a + b. For a product, nudging a by ε moves a·b by b·ε.",
+                lambda a, b: (a * b, (1.0, 1.0))),
+        Mistake("the product as a derivative",
+                "a·b is the forward value; the local derivatives are how much it changes per unit of each input.",
+                lambda a, b: (a * b, (a * b, a * b))),
+    ],
+    hints=("Nudge a by a tiny ε: (a + ε)·b = a·b + ε·b. How much did the output move per unit of ε?",
+           "d(a·b)/da = b and d(a·b)/db = a: return a * b, (b, a)."),
+))
+
+register(CodeExercise(
+    key="01-pow-local",
+    question="Write the scalar engine's power with a plain-number exponent n: return aⁿ and its local "
+             "derivative d(aⁿ)/da.",
+    signature="pow_local(a, n) -> (aⁿ, (d/da,))",
+    reference=pow_local,
+    cases=lambda: [Case("hand-checkable: 6 squared", (6.0, 2.0)), Case("a cube", (2.0, 3.0)),
+                   Case("a square root", (4.0, 0.5)), Case("a negative exponent", (2.0, -1.0)),
+                   Case("a negative base", (-3.0, 2.0))],
+    outputs=("aⁿ", "d(aⁿ)/da"),
+    run=_value_and_locals(1),
+    slot="pow",
+    mistakes=[
+        Mistake("the exponent kept as it was",
+                "the power rule lowers the exponent by one: d(aⁿ)/da = n·aⁿ⁻¹, not n·aⁿ.",
+                lambda a, n: (a**n, (n * a**n,))),
+        Mistake("the factor n forgotten",
+                "the exponent comes down as a factor: d(aⁿ)/da = n·aⁿ⁻¹, not aⁿ⁻¹.",
+                lambda a, n: (a**n, (a ** (n - 1),))),
+        Mistake("the exponent raised instead of lowered",
+                "the power rule gives n·aⁿ⁻¹; n·aⁿ⁺¹ grows the exponent.",
+                lambda a, n: (a**n, (n * a ** (n + 1),))),
+    ],
+    hints=("The power rule: the exponent comes down in front, and the new exponent is one less.",
+           "d(aⁿ)/da = n · a**(n − 1): return a ** n, (n * a ** (n - 1),)"),
+))

@@ -46,3 +46,145 @@ register(Exercise(
            "One pass tells you how the loss moves when one parameter moves."),
     solution="One pass per parameter: 1,000,000 forward-mode passes, against one backward pass in reverse mode.",
 ))
+
+
+# --- code exercise: backward for the scalar engine ---------------------------------------------------
+import numpy as np  # noqa: E402
+
+from ...engine import Value  # noqa: E402
+from .code import Case, CodeExercise, Mistake  # noqa: E402
+
+
+def backward(root):
+    """Fill .grad of every node that ``root`` depends on with d(root)/d(node)."""
+    order, visited, stack = [], set(), [(root, False)]
+    while stack:  # a depth-first walk with a stack of our own: no recursion limit
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)  # every parent is already in the list
+        elif id(node) not in visited:
+            visited.add(id(node))
+            stack.append((node, True))
+            stack.extend((parent, False) for parent in node._parents)
+    root.grad = 1.0
+    for node in reversed(order):  # root first, each node after everything that uses it
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local  # += : a node used twice receives both contributions
+
+
+def _chain():
+    w, x = Value(2.0, label="w"), Value(3.0, label="x")
+    y = w * x
+    return y**2, [w, x, y]
+
+
+def _diamond():
+    a = Value(1.5, label="a")
+    b, c = a * 2.0, a.tanh()
+    return b * c, [a, b, c]
+
+
+def _fan_out():
+    x = Value(0.7, label="x")
+    return x * x + x * 3.0 + x.exp(), [x]
+
+
+def _shared_weight():
+    w, h = Value(0.6, label="w"), Value(0.4)
+    for x_t in (0.5, -1.0, 2.0):
+        h = (w * h + x_t).tanh()
+    return (h - 0.3) ** 2, [w]
+
+
+def _long_chain():
+    x = Value(0.5, label="x")
+    y = x
+    for _ in range(10_000):
+        y = y * 1.0001
+    return y, [x]
+
+
+def _nested():
+    """A tangle of reuse: every node feeds several later ones."""
+    x = Value(-4.0, label="x")
+    z = 2 * x + 2 + x
+    q = z.relu() + z * x
+    h = (z * z).relu()
+    y = h + q + q * x
+    return y, [x, z, q, h]
+
+
+def _grads(fn, build):
+    root, watched = build()
+    fn(root)
+    return np.array([node.grad for node in watched], dtype=np.float64)
+
+
+register(CodeExercise(
+    key="02-backward",
+    question="Write backward(root) for the scalar engine: put every node root depends on in topological order "
+             "(each after its parents; use a loop, not recursion), set root.grad = 1, then walk the order backwards "
+             "and add upstream × local derivative into each parent's grad. A node's inputs are node._parents, its "
+             "local derivatives node._local, in the same order; every grad starts at 0.",
+    signature="backward(root) -> None (fills .grad)",
+    reference=backward,
+    cases=lambda: [Case("hand-checkable: the chain L = (w·x)², grads of w, x, y", (_chain,)),
+                   Case("a diamond: a feeds b and c, both feed the output; grads of a, b, c", (_diamond,)),
+                   Case("fan-out: x used three times; grad of x", (_fan_out,)),
+                   Case("a shared weight: w used at three time steps; grad of w", (_shared_weight,)),
+                   Case("a tangle of reuse (x feeds everything); grads of x, z, q, h", (_nested,)),
+                   Case("a chain of 10,000 nodes; grad of x", (_long_chain,),
+                        note="10,000 nested calls are more than Python allows; walk the graph with a list as a stack")],
+    outputs=("the gradients",),
+    run=_grads,
+    slot="backward",
+    mistakes=[
+        Mistake("walking the order forwards",
+                "a node can only pass its gradient on once it has received all of it, from every node that uses it. "
+                "Those come after it in topological order: walk the order from the end (reversed).",
+                lambda root: _variant(root, reverse=False)),
+        Mistake("`=` instead of `+=`",
+                "a node used twice must receive both contributions; `parent.grad = ...` keeps only the last one.",
+                lambda root: _variant(root, accumulate=False)),
+        Mistake("no seed",
+                "backward starts from dL/dL = 1 at the root; without root.grad = 1 every product is 0.",
+                lambda root: _variant(root, seed=False)),
+        Mistake("passing a gradient on before it is complete",
+                "sending node.grad down to the parents as soon as a node is reached, before every node that uses "
+                "it has added its share, sends part of it early and the rest again later: contributions are counted "
+                "twice. A topological order makes each node wait until its gradient is complete.",
+                lambda root: _push_every_path(root)),
+    ],
+    hints=("Two phases. First the order: a depth-first walk that appends a node after its parents, with a list as "
+           "the stack and a set of visited ids. Then the pass: root.grad = 1, and for each node in reversed(order), "
+           "for each (parent, local) pair, parent.grad += node.grad * local.",
+           "A stack of (node, parents_done) pairs avoids recursion: pop a pair; if parents_done, append the node; "
+           "otherwise push (node, True) and then (parent, False) for each parent not yet visited."),
+))
+
+
+def _push_every_path(root):
+    """Each node passes on what it holds the moment it is reached, along every path."""
+    def push(node):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+            push(parent)
+    root.grad = 1.0
+    push(root)
+
+
+def _variant(root, reverse=True, accumulate=True, seed=True):
+    """The reference backward with one thing done wrong, for the mistake table."""
+    order, visited, stack = [], set(), [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+        elif id(node) not in visited:
+            visited.add(id(node))
+            stack.append((node, True))
+            stack.extend((parent, False) for parent in node._parents)
+    root.grad = 1.0 if seed else 0.0
+    for node in reversed(order) if reverse else order:
+        for parent, local in zip(node._parents, node._local):
+            parent.grad = parent.grad + node.grad * local if accumulate else node.grad * local

@@ -74,3 +74,129 @@ register(Exercise(
     solution="4096 outputs × 16,777,216 weights = 68,719,476,736 entries × 4 bytes = 274,877,906,944 bytes "
              "(about 275 GB), against 64 MiB for W itself.",
 ))
+
+
+# --- code exercises ---------------------------------------------------------------------------------
+from .code import Case, CodeExercise, Mistake  # noqa: E402
+
+
+def linear_backward(X, W, G):
+    """Y = XW + b, and G = dL/dY. Return dL/dX, dL/dW and dL/db."""
+    dX = G @ W.T                       # each input row reaches every output through W
+    rows_X = X.reshape(-1, X.shape[-1])  # a batch of sequences is a batch of rows
+    rows_G = G.reshape(-1, G.shape[-1])
+    dW = rows_X.T @ rows_G             # W is shared by every row: sum their contributions
+    db = rows_G.sum(axis=0)            # b was broadcast to every row: sum over the rows
+    return dX, dW, db
+
+
+def _linear_cases():
+    rng = np.random.default_rng(3)
+    cases = [Case("hand-checkable: the X, W, G above", (X, W, G)),
+             Case("one example", (np.array([[1.0, -2.0, 0.5]]), W, np.array([[2.0, 1.0]])))]
+    for B, n, m in ((5, 4, 3), (2, 6, 6), (8, 1, 5)):
+        cases.append(Case(f"random, batch {B}", (rng.standard_normal((B, n)), rng.standard_normal((n, m)),
+                                                 rng.standard_normal((B, m)))))
+    cases.append(Case("float32", tuple(rng.standard_normal(s).astype(np.float32) for s in ((6, 3), (3, 4), (6, 4)))))
+    cases.append(Case("a batch of sequences, (2, 5, 3) @ (3, 2)",
+                      (rng.standard_normal((2, 5, 3)), rng.standard_normal((3, 2)), rng.standard_normal((2, 5, 2))),
+                      note="here X has three axes, (sequences, positions, inputs): X.T reverses all three. Every "
+                           "position of every sequence is one row: X.reshape(-1, n) makes them rows"))
+    return cases
+
+
+register(CodeExercise(
+    key="03-linear-backward",
+    question="Y = XW + b: given X, W and G = dL/dY, return (dL/dX, dL/dW, dL/db), each with the shape of "
+             "what it is the gradient of.",
+    signature="linear_backward(X, W, G) -> (dX, dW, db)",
+    reference=linear_backward,
+    cases=_linear_cases,
+    outputs=("dX", "dW", "db"),
+    slot="linear",
+    mistakes=[
+        Mistake("the transpose on the wrong side",
+                "Gᵀ X has shape (outputs, inputs), the transpose of W. dL/dW[i, j] = Σ_b X[b, i]·G[b, j] is Xᵀ G.",
+                lambda X, W, G: (G @ W.T, G.reshape(-1, G.shape[-1]).T @ X.reshape(-1, X.shape[-1]),
+                                 G.reshape(-1, G.shape[-1]).sum(0))),
+        Mistake("dividing by the batch size",
+                "G already holds dL/dY of the loss you differentiate: if that loss is a mean, the 1/B is in G. "
+                "The sum over the batch is the whole gradient.",
+                lambda X, W, G: (G @ W.T, X.reshape(-1, X.shape[-1]).T @ G.reshape(-1, G.shape[-1]) / len(X),
+                                 G.reshape(-1, G.shape[-1]).sum(0) / len(X))),
+        Mistake("averaging the bias gradient",
+                "b is added to every row, so it receives every row's gradient: sum them (axis 0), do not average.",
+                lambda X, W, G: (G @ W.T, X.reshape(-1, X.shape[-1]).T @ G.reshape(-1, G.shape[-1]),
+                                 G.reshape(-1, G.shape[-1]).mean(0))),
+        Mistake("summing the bias gradient over the wrong axis",
+                "b has one entry per output column; its gradient sums over the rows (axis 0), not the columns.",
+                lambda X, W, G: (G @ W.T, X.reshape(-1, X.shape[-1]).T @ G.reshape(-1, G.shape[-1]),
+                                 G.reshape(-1, G.shape[-1]).sum(-1))),
+        Mistake("one weight gradient per sequence",
+                "with X of shape (batch, positions, inputs), Xᵀ G per sequence leaves a batch axis on dW. The same "
+                "W serves every sequence: flatten the leading axes into rows first (X.reshape(-1, n)).",
+                lambda X, W, G: (G @ W.T, np.swapaxes(X, -1, -2) @ G, G.reshape(-1, G.shape[-1]).sum(0))),
+    ],
+    hints=("Each gradient has the shape of what it is the gradient of: dX like X (B, n), dW like W (n, m), db like "
+           "b (m,). Which products of X, W and G have those shapes?",
+           "dL/dW[i, j] = Σ_b X[b, i]·G[b, j] (sum over the rows), dL/dX[b, i] = Σ_j G[b, j]·W[i, j], and "
+           "dL/db[j] = Σ_b G[b, j].",
+           "dX = G @ W.T, dW = X.T @ G, db = G.sum(axis=0). For a batch of sequences, reshape X and G to rows "
+           "(X.reshape(-1, n)) before the last two."),
+))
+
+
+def unbroadcast(g, shape):
+    """Sum the gradient g down to ``shape``, undoing what broadcasting stretched."""
+    while g.ndim > len(shape):           # axes that broadcasting added in front
+        g = g.sum(axis=0)
+    for axis, size in enumerate(shape):  # axes that were 1 and got stretched
+        if size == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
+    return g
+
+
+def _unbroadcast_cases():
+    rng = np.random.default_rng(4)
+    g = np.arange(12.0).reshape(4, 3)
+    cases = [Case("hand-checkable: (4, 3) down to (3,)", (g, (3,))),
+             Case("hand-checkable: (4, 3) down to (4, 1)", (g, (4, 1))),
+             Case("hand-checkable: (4, 3) down to (1, 3)", (g, (1, 3))),
+             Case("nothing to undo", (g, (4, 3))),
+             Case("down to a single number, shape ()", (g, ())),
+             Case("random: (2, 4, 3) down to (4, 1)", (rng.standard_normal((2, 4, 3)), (4, 1))),
+             Case("random: (5, 1, 6) down to (1, 1, 6)", (rng.standard_normal((5, 1, 6)), (1, 1, 6))),
+             Case("float32: (3, 2, 4) down to (2, 1)", (rng.standard_normal((3, 2, 4)).astype(np.float32), (2, 1)))]
+    return cases
+
+
+register(CodeExercise(
+    key="03-unbroadcast",
+    question="Broadcasting stretched an input of shape `shape` to the shape of g. Return g summed down to `shape`: "
+             "over the axes broadcasting added in front, and over the axes that were 1.",
+    signature="unbroadcast(g, shape) -> array of shape `shape`",
+    reference=unbroadcast,
+    cases=_unbroadcast_cases,
+    outputs=("the result",),
+    slot="unbroadcast",
+    mistakes=[
+        Mistake("summing only the added leading axes",
+                "an axis of size 1 that broadcasting stretched (a (4, 1) input against (4, 3)) was used 3 times too: "
+                "sum over it as well, keeping it as size 1.",
+                lambda g, shape: g.sum(axis=tuple(range(g.ndim - len(shape)))) if g.ndim > len(shape) else g),
+        Mistake("dropping the size-1 axes",
+                "summing a stretched axis without keepdims=True removes it: (4, 3) summed over axis 1 is (4,), but the "
+                "input was (4, 1).",
+                lambda g, shape: g.sum(axis=tuple(range(g.ndim - len(shape))) + tuple(
+                    g.ndim - len(shape) + i for i, n in enumerate(shape) if n == 1 and g.shape[g.ndim - len(shape) + i] != 1))
+                if shape else g.sum()),
+        Mistake("averaging instead of summing",
+                "each copy made by broadcasting contributes its whole gradient, so they add up: sum, do not average.",
+                lambda g, shape: np.broadcast_to(g, g.shape).mean(axis=tuple(range(g.ndim - len(shape))) + tuple(
+                    g.ndim - len(shape) + i for i, n in enumerate(shape) if n == 1), keepdims=False).reshape(shape)),
+    ],
+    hints=("Two kinds of axes to undo: the ones broadcasting added in front (g has more axes than shape), and the ones "
+           "that were 1 in `shape` but not in g.",
+           "Sum over axis 0 while g has too many axes; then, for each axis where shape has a 1 and g does not, sum "
+           "with keepdims=True.",),
+))

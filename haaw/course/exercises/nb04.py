@@ -44,3 +44,149 @@ register(Exercise(
     hints=("Treat all gradients as one long vector (3, 4, 12).", "√(3² + 4² + 12²)"),
     solution="√(9 + 16 + 144) = √169 = 13. Clipping to max_norm = 1 would multiply every gradient by 1/13.",
 ))
+
+
+# --- code exercises: two activations' backward, and clipping -------------------------------------------
+import numpy as np  # noqa: E402
+
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
+
+
+def tanh_backward(y, G):
+    """y = tanh(x) from the forward pass, G = dL/dy. Return dL/dx."""
+    return G * (1 - y * y)  # tanh'(x) = 1 − tanh(x)², and y already is tanh(x)
+
+
+def relu_backward(y, G):
+    """y = relu(x) from the forward pass, G = dL/dy. Return dL/dx."""
+    return G * (y > 0)  # slope 1 where the unit was active, 0 where it was not
+
+
+def _activation_cases(fn, hand):
+    rng = np.random.default_rng(5)
+    return [Case("hand-checkable", (fn(np.array(hand)), np.array([1.0, 2.0, -1.0, 0.5]))),
+            Case("random, (8, 5)", (fn(rng.standard_normal((8, 5)) * 2), rng.standard_normal((8, 5)))),
+            Case("a batch of sequences, (2, 4, 3)", (fn(rng.standard_normal((2, 4, 3))), rng.standard_normal((2, 4, 3)))),
+            Case("float32", (fn(rng.standard_normal((4, 6))).astype(np.float32),
+                             rng.standard_normal((4, 6)).astype(np.float32))),
+            Case("saturated: inputs of ±30", (fn(np.array([-30.0, 30.0, 0.0])), np.ones(3)))]
+
+
+register(CodeExercise(
+    key="04-tanh-backward",
+    question="Write tanh's backward: given its output y = tanh(x) (what the forward pass kept) and G = dL/dy, "
+             "return dL/dx.",
+    signature="tanh_backward(y, G) -> dx",
+    reference=tanh_backward,
+    cases=lambda: _activation_cases(np.tanh, [0.0, 0.5, -1.0, 2.0]),
+    outputs=("dx",),
+    slot="tanh",
+    mistakes=[
+        Mistake("1 − y instead of 1 − y²", "tanh'(x) = 1 − tanh(x)², the square of the output.",
+                lambda y, G: G * (1 - y)),
+        Mistake("tanh applied twice", "y already is tanh(x): the slope is 1 − y², not 1 − tanh(y)².",
+                lambda y, G: G * (1 - np.tanh(y) ** 2)),
+        Mistake("the upstream gradient left out",
+                "1 − y² is the local derivative; backward multiplies it by G, the gradient arriving from above.",
+                lambda y, G: 1 - y * y),
+        Mistake("the sigmoid's slope", "y(1 − y) is the sigmoid's derivative; tanh's is 1 − y².",
+                lambda y, G: G * y * (1 - y)),
+    ],
+    hints=("The chain rule: dL/dx = dL/dy · dy/dx, elementwise. What is dy/dx for y = tanh(x), written with y?",
+           "tanh'(x) = 1 − tanh(x)² = 1 − y²: return G * (1 - y * y)."),
+))
+
+register(CodeExercise(
+    key="04-relu-backward",
+    question="Write ReLU's backward: given its output y = max(x, 0) and G = dL/dy, return dL/dx.",
+    signature="relu_backward(y, G) -> dx",
+    reference=relu_backward,
+    cases=lambda: _activation_cases(lambda x: np.maximum(x, 0), [-1.0, 0.5, 2.0, 0.0]),
+    outputs=("dx",),
+    slot="relu",
+    mistakes=[
+        Mistake("y >= 0 as the mask",
+                "every output of a ReLU is ≥ 0, so y >= 0 lets the gradient through dead units too. A unit passes "
+                "gradient only where it was active, y > 0.",
+                lambda y, G: G * (y >= 0)),
+        Mistake("ReLU applied to the gradient",
+                "the mask comes from the forward pass (where was y positive?), not from the sign of G.",
+                lambda y, G: np.maximum(G, 0)),
+        Mistake("multiplied by y",
+                "the slope of max(x, 0) is 0 or 1, not the output itself.",
+                lambda y, G: G * y),
+        Mistake("the upstream gradient left out",
+                "the 0/1 slope is the local derivative; backward multiplies it by G.",
+                lambda y, G: (y > 0).astype(G.dtype)),
+    ],
+    hints=("Where was the unit active? There the slope is 1 and G passes through; elsewhere it is 0.",
+           "return G * (y > 0)"),
+))
+
+
+def clip_grad_norm(grads, max_norm):
+    """Scale all gradients together so that their global norm is at most max_norm.
+
+    Return the clipped gradients (a list, in order) and the norm before clipping."""
+    norm = float(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads)))
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    return [g * scale for g in grads], norm
+
+
+def _run_clip(fn, grads, max_norm):
+    result = fn([g.copy() for g in grads], max_norm)
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], (list, tuple))):
+        raise LearnerError(f"return two things: the list of clipped gradients and the norm before clipping; "
+                           f"got {type(result).__name__}")
+    clipped, norm = result
+    if len(clipped) != len(grads):
+        raise LearnerError(f"return one clipped gradient per gradient: {len(grads)}, got {len(clipped)}")
+    shapes = [np.shape(c) for c in clipped]
+    if shapes != [g.shape for g in grads]:
+        raise LearnerError(f"each clipped gradient keeps its shape {[g.shape for g in grads]}; got {shapes}")
+    return np.concatenate([np.ravel(c) for c in clipped]) if grads else np.zeros(0), np.asarray(norm)
+
+
+def _clip_cases():
+    rng = np.random.default_rng(6)
+    return [Case("hand-checkable: [3, 1] and [4] (norm √26), max_norm 1", ([np.array([3.0, 1.0]), np.array([4.0])], 1.0)),
+            Case("already small enough: norm 5, max_norm 10", ([np.array([3.0, 0.0]), np.array([4.0])], 10.0)),
+            Case("random, four tensors", ([rng.standard_normal(s) * 3 for s in ((4, 3), (3,), (3, 2), (2,))], 2.0)),
+            Case("one tensor", ([rng.standard_normal((5, 5))], 0.5)),
+            Case("all zero", ([np.zeros(3), np.zeros((2, 2))], 1.0), note="a zero gradient has norm 0: nothing to "
+                 "clip, and no division by zero"),
+            Case("float32", ([rng.standard_normal((3, 4)).astype(np.float32) * 5], 1.0))]
+
+
+register(CodeExercise(
+    key="04-clip-grad-norm",
+    question="Clip by global norm: treat all the gradients as one long vector; if its norm is above max_norm, scale "
+             "every gradient by the same factor so that the norm becomes max_norm. Return the clipped list and the "
+             "norm before clipping.",
+    signature="clip_grad_norm(grads, max_norm) -> (clipped grads, norm before)",
+    reference=clip_grad_norm,
+    cases=_clip_cases,
+    outputs=("the clipped gradients", "the norm"),
+    run=_run_clip,
+    rtol=1e-5,
+    mistakes=[
+        Mistake("each tensor clipped on its own",
+                "clipping by the global norm scales *all* gradients by one factor, which keeps their direction. "
+                "Clipping each tensor separately changes the direction of the step.",
+                lambda grads, m: ([g * min(1.0, m / (np.linalg.norm(g) + 1e-6)) for g in grads],
+                                  float(np.sqrt(sum(np.sum(g**2) for g in grads))))),
+        Mistake("clipping by value",
+                "np.clip cuts each entry at ±max_norm; clipping by norm scales the whole vector and keeps its "
+                "direction.",
+                lambda grads, m: ([np.clip(g, -m, m) for g in grads], float(np.sqrt(sum(np.sum(g**2) for g in grads))))),
+        Mistake("scaling even when the norm is small enough",
+                "clipping only ever shrinks: when the norm is already below max_norm, the gradients stay as they are.",
+                lambda grads, m: ([g * m / (np.sqrt(sum(np.sum(h**2) for h in grads)) + 1e-6) for g in grads],
+                                  float(np.sqrt(sum(np.sum(g**2) for g in grads))))),
+        Mistake("the norm after clipping returned",
+                "return the norm *before* clipping: that is the number worth logging, the size of the problem.",
+                lambda grads, m: (lambda c: (c[0], min(c[1], m)))(clip_grad_norm(grads, m))),
+    ],
+    hints=("First the global norm: the square root of the sum of every squared entry of every gradient.",
+           "Then one factor for all: scale = min(1, max_norm / norm). Guard against norm = 0 (add 1e-6 to it)."),
+))

@@ -46,3 +46,153 @@ register(Exercise(
     solution="dL/dV = Pᵀ G: row j gathers the output gradients of all queries, weighted by how much each attended to key j.",
     data={"P": P, "G": G},
 ))
+
+
+# --- code exercises: softmax's backward without its Jacobian, and attention's --------------------------
+from .code import Case, CodeExercise, Mistake  # noqa: E402
+
+
+def softmax_backward(s, G):
+    """s = softmax(z) along the last axis, G = dL/ds. Return dL/dz, without building the Jacobian."""
+    return s * (G - np.sum(G * s, axis=-1, keepdims=True))  # s ⊙ (G − ⟨G, s⟩), row by row
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax_cases():
+    rng = np.random.default_rng(7)
+    return [Case("hand-checkable: one row, s = (1/6, 1/3, 1/2)", (np.array([1 / 6, 1 / 3, 1 / 2]), np.array([1.0, 0.0, 2.0]))),
+            Case("a batch of rows, (4, 5)", (_softmax(rng.standard_normal((4, 5))), rng.standard_normal((4, 5)))),
+            Case("attention's shape, (2, 3, 4, 4)", (_softmax(rng.standard_normal((2, 3, 4, 4))),
+                                                     rng.standard_normal((2, 3, 4, 4)))),
+            Case("float32", (_softmax(rng.standard_normal((3, 6))).astype(np.float32),
+                             rng.standard_normal((3, 6)).astype(np.float32))),
+            Case("saturated rows: one weight near 1", (_softmax(rng.standard_normal((3, 5)) * 40), rng.standard_normal((3, 5)))),
+            Case("masked entries: weights exactly 0", (np.array([[0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]), np.ones((2, 3))),
+                 note="a masked entry has weight 0 and must get gradient 0; a fully masked row gets 0 everywhere")]
+
+
+register(CodeExercise(
+    key="05-softmax-backward",
+    question="Write softmax's backward in vector form: given s = softmax(z) along the last axis and G = dL/ds, "
+             "return dL/dz = s ⊙ (G − ⟨G, s⟩), the inner product taken row by row. Do not build the Jacobian.",
+    signature="softmax_backward(s, G) -> dz",
+    reference=softmax_backward,
+    cases=_softmax_cases,
+    outputs=("dz",),
+    slot="softmax",
+    mistakes=[
+        Mistake("only the diagonal of the Jacobian",
+                "s ⊙ G keeps ∂s_i/∂z_i alone. Every weight depends on every logit (they must sum to 1), so the "
+                "off-diagonal part −s sᵀ G is needed too: s ⊙ (G − ⟨G, s⟩).",
+                lambda s, G: s * G),
+        Mistake("the sum of G instead of ⟨G, s⟩",
+                "the correction is the average of G weighted by s, Σ_j G_j s_j, not the plain sum Σ_j G_j.",
+                lambda s, G: s * (G - G.sum(axis=-1, keepdims=True))),
+        Mistake("the leading s forgotten", "dz = s ⊙ (G − ⟨G, s⟩): multiply by s at the end.",
+                lambda s, G: G - np.sum(G * s, axis=-1, keepdims=True)),
+        Mistake("one inner product over everything",
+                "each row is its own softmax: take ⟨G, s⟩ along the last axis (axis=-1, keepdims=True), not over "
+                "the whole array.",
+                lambda s, G: s * (G - np.sum(G * s))),
+        Mistake("the sigmoid's slope",
+                "s(1 − s) is right for a sigmoid, whose outputs are independent; a softmax weight also moves when "
+                "the *other* logits move.",
+                lambda s, G: s * (1 - s) * G),
+    ],
+    hints=("The Jacobian is diag(s) − s sᵀ. Apply it to G without building it: diag(s) G is s * G, and s sᵀ G is "
+           "s times one number per row, ⟨G, s⟩.",
+           "⟨G, s⟩ per row is np.sum(G * s, axis=-1, keepdims=True)."),
+))
+
+
+def attention_backward(Q, K, V, mask, G):
+    """O = softmax(Q Kᵀ / √d, masked) V. Given G = dL/dO, return dL/dQ, dL/dK, dL/dV.
+
+    ``mask`` is None or boolean, True where a query may look at a key; a query that may look at
+    nothing gets output 0 and gradient 0."""
+    d = Q.shape[-1]
+    S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d)
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    top = np.max(S, axis=-1, keepdims=True)
+    E = np.exp(S - np.where(np.isfinite(top), top, 0))          # a fully masked row: all zeros
+    total = E.sum(axis=-1, keepdims=True)
+    P = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+    dV = np.swapaxes(P, -1, -2) @ G                              # O = P V
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))       # softmax's backward
+    dQ = dS @ K / np.sqrt(d)                                     # S = Q Kᵀ / √d
+    dK = np.swapaxes(dS, -1, -2) @ Q / np.sqrt(d)
+    return dQ, dK, dV
+
+
+def _attention_cases():
+    rng = np.random.default_rng(8)
+    causal = np.tril(np.ones((4, 4), dtype=bool))
+    empty = causal.copy()
+    empty[2] = False
+    return [Case("hand-checkable: 2 queries, 2 keys, d = 2, no mask", (np.array([[1.0, 0.0], [0.0, 1.0]]),
+                 np.array([[1.0, 1.0], [0.0, 2.0]]), np.array([[1.0, 2.0], [3.0, 4.0]]), None, np.ones((2, 2)))),
+            Case("no mask, T = 4, d = 3", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (None, rng.standard_normal((4, 3)))),
+            Case("a causal mask", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (causal, rng.standard_normal((4, 3)))),
+            Case("a fully masked query (row 2)", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (empty, rng.standard_normal((4, 3))),
+                 note="query 2 may look at nothing: its output is 0, and its gradient must be 0, not nan"),
+            Case("batch and heads, (2, 2, 4, 8)", tuple(rng.standard_normal((2, 2, 4, 8)) for _ in range(3)) + (causal, rng.standard_normal((2, 2, 4, 8)))),
+            Case("float32", tuple(rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)) + (None, rng.standard_normal((4, 3)).astype(np.float32)))]
+
+
+def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mask_used=True):
+    def wrong(Q, K, V, mask, G):
+        d = Q.shape[-1]
+        S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d)
+        if mask is not None and mask_used:
+            S = np.where(mask, S, -np.inf)
+        top = np.max(S, axis=-1, keepdims=True)
+        E = np.exp(S - np.where(np.isfinite(top), top, 0))
+        total = E.sum(axis=-1, keepdims=True)
+        P = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+        dV = (P if dv_transposed else np.swapaxes(P, -1, -2)) @ G
+        dP = G @ np.swapaxes(V, -1, -2)
+        dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+        k = 1 / np.sqrt(d) if scale else 1.0
+        dQ = dS @ K * k
+        dK = (dS if dk_transposed else np.swapaxes(dS, -1, -2)) @ Q * k
+        return dQ, dK, dV
+    return wrong
+
+
+register(CodeExercise(
+    key="05-attention-backward",
+    question="Write attention's backward: O = P V with P = softmax(S) row by row and S = Q Kᵀ / √d, where masked "
+             "entries (mask False) get weight 0 and a fully masked query gets output 0. Given G = dL/dO, return "
+             "(dL/dQ, dL/dK, dL/dV). Arrays may have leading batch and head axes.",
+    signature="attention_backward(Q, K, V, mask, G) -> (dQ, dK, dV)",
+    reference=attention_backward,
+    cases=_attention_cases,
+    outputs=("dQ", "dK", "dV"),
+    slot="attention",
+    mistakes=[
+        Mistake("the scale forgotten in backward",
+                "S = Q Kᵀ / √d, so the 1/√d multiplies dQ and dK too: the chain rule passes through the division.",
+                _attention_variant(scale=False)),
+        Mistake("dV = P G",
+                "O = P V: V's gradient is Pᵀ G (keys on the rows), the transpose on the left.",
+                _attention_variant(dv_transposed=True)),
+        Mistake("dK = dS Q",
+                "dS has queries on its rows and keys on its columns. K's gradient needs keys on the rows: dSᵀ Q.",
+                _attention_variant(dk_transposed=True)),
+        Mistake("the mask ignored in backward",
+                "the forward gave masked entries weight 0; the backward must use the same masked weights P, or "
+                "gradient flows to keys a query never looked at.",
+                _attention_variant(mask_used=False)),
+    ],
+    hints=("Go backwards one step at a time: O = P V gives dV and dP; the softmax gives dS from dP (your "
+           "softmax_backward, row by row); S = Q Kᵀ/√d gives dQ and dK.",
+           "dV = Pᵀ G, dP = G Vᵀ, dS = P ⊙ (dP − ⟨dP, P⟩), dQ = dS K / √d, dK = dSᵀ Q / √d. Build P with the mask, "
+           "and make a fully masked row all zeros instead of 0/0.",
+           "For batch axes use np.swapaxes(A, -1, -2) for a transpose, and keep the row sums along axis -1."),
+))

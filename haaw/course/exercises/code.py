@@ -1,0 +1,374 @@
+"""Code exercises: you write a piece of the engine, ``check`` runs it on a battery of cases.
+
+A ``CodeExercise`` knows a reference implementation, a battery of cases (small ones you can check
+by hand first, then generated ones: random shapes, broadcasting, batch dimensions, float32, extreme
+values), and the wrong implementations learners often write, each with a name and an explanation.
+``check(key, your_function)`` runs your function on every case, inside a time limit and never
+letting an exception out. On the first case it gets wrong it says which mistake your code matches,
+if it matches one, and otherwise shows where the numbers differ: yours, expected, the difference.
+When your function passes, ``yours(...)`` can put it inside the engine (``haaw.use``) so that later
+cells train real models on it.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import linecache
+import os
+import signal
+import textwrap
+import threading
+import traceback
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .core import CORRECT, NOT_ATTEMPTED, UNREADABLE, WRONG, Feedback
+
+TIME_LIMIT = 5.0  # seconds for all the cases of one check; past it the code is called too slow
+_HAAW = str(Path(__file__).resolve().parents[2])  # frames inside haaw are not the learner's
+_NUMPY = str(Path(np.__file__).resolve().parent)
+
+
+@dataclass
+class Case:
+    label: str  # what a learner is told about the case: "hand-checkable: 2 × 3", "float32", ...
+    args: tuple
+    note: str = ""  # said when a function fails this case: what is special about it
+
+    @property
+    def kind(self) -> str:
+        return self.label.split(":")[0].split(";")[0].split(", ")[0]
+
+
+@dataclass
+class Mistake:
+    name: str  # "transpose on the wrong side"
+    why: str  # what it computes instead, and why that is wrong
+    code: Callable  # a function with the same signature that makes exactly this mistake
+
+
+@dataclass
+class CodeExercise:
+    key: str
+    question: str  # what to write; check() repeats it while the exercise is not attempted
+    signature: str  # "linear_backward(X, W, G) -> (dX, dW, db)"
+    reference: Callable
+    cases: Callable[[], list]  # builds the battery, list of Case
+    mistakes: list = field(default_factory=list)
+    hints: tuple = ()
+    outputs: tuple = ()  # names of the returned values, for the messages ("dX", "dW", "db")
+    slot: str | None = None  # the haaw.use slot a passing function can fill
+    run: Callable | None = None  # run(fn, *args) -> outputs; default fn(*copies of args)
+    expected: Callable | None = None  # expected(case) -> outputs, where they come from elsewhere (PyTorch)
+    rtol: float = 1e-6  # float64; float32 cases use 1e-4
+    atol: float = 1e-9
+
+    @property
+    def solution(self) -> str:
+        return textwrap.dedent(inspect.getsource(self.reference))
+
+    def mistake_pairs(self) -> list:
+        return [(m.name, m.why) for m in self.mistakes]
+
+
+_passed: dict[str, Callable] = {}  # key -> the function object that passed
+
+
+def passed(key: str, fn=None) -> bool:
+    """Has ``fn`` (or any function, if None) passed exercise ``key`` in this session?"""
+    return key in _passed and (fn is None or _passed[key] is fn)
+
+
+# --- running learner code safely ------------------------------------------------------------------
+class _TooSlow(BaseException):
+    """Raised by the alarm; a BaseException, so that a learner's ``except Exception`` cannot swallow it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:  # no alarm outside the main thread or on Windows: run without a limit
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _TooSlow()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _copies(args):
+    """Fresh copies of the arrays in ``args``, so that code which changes its inputs changes nothing else."""
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
+
+class LearnerError(Exception):
+    def __init__(self, message: str, status: str = WRONG):
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+def _learner_line(tb) -> str:
+    """'line 3: dW = X @ G' for the innermost frame of the learner's own code, or ''."""
+    found = ""
+    for frame, lineno in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        if filename.startswith((_HAAW, _NUMPY)) or "site-packages" in filename or filename.startswith("<frozen"):
+            continue
+        source = linecache.getline(filename, lineno).strip()
+        found = f"line {lineno} of {frame.f_code.co_name}" + (f": {source}" if source else "")
+    return found
+
+
+def _call(fn, args, what: str):
+    """``fn(*args)``, turning whatever goes wrong into a LearnerError whose message a learner can act on."""
+    try:
+        return fn(*args)
+    except (_TooSlow, LearnerError):
+        raise
+    except RecursionError as err:
+        raise LearnerError(f"{what} went deeper than Python allows (RecursionError, at {_learner_line(err.__traceback__) or 'a recursive call'}). "
+                           "A recursive walk fails on a long chain of nodes: use a loop with an explicit stack or list.") from None
+    except Exception as err:  # the learner's code raised: show their line, not ours
+        where = _learner_line(err.__traceback__)
+        raise LearnerError(f"{what} raised {type(err).__name__}: {err}" + (f"\n  at {where}" if where else "")) from None
+
+
+def _placeholder_line(fn) -> int | None:
+    """The line (in the function's cell) of a `...` still left in ``fn``'s body, or None."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        first = inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError):
+        return None
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value is Ellipsis:
+            return first + node.lineno - 1
+    return None
+
+
+# --- reading and comparing outputs -----------------------------------------------------------------
+def _as_outputs(result, names, expected_count) -> tuple:
+    """The learner's result as a tuple of float arrays, or a LearnerError saying what is wrong with it."""
+    if result is None:
+        raise LearnerError("your function returned None: did it forget to `return` the result?")
+    if expected_count > 1:
+        if not isinstance(result, (tuple, list)):
+            raise LearnerError(f"return {expected_count} values, ({', '.join(names)}); got one {type(result).__name__}")
+        if len(result) != expected_count:
+            raise LearnerError(f"return {expected_count} values, ({', '.join(names)}); got {len(result)}")
+        items = list(result)
+    else:
+        items = [result]
+    arrays = []
+    for name, item in zip(names, items):
+        if item is Ellipsis:
+            raise LearnerError(f"{name} is still `...`: replace it with your code", NOT_ATTEMPTED)
+        if hasattr(item, "detach") and type(item).__module__.startswith("torch"):
+            item = item.detach().cpu().numpy()
+        elif hasattr(item, "_parents") and hasattr(item, "data"):  # a haaw Tensor or Value
+            item = item.data
+        try:
+            array = np.asarray(item)
+        except Exception:
+            raise LearnerError(f"{name} is not an array of numbers (got {type(item).__name__})") from None
+        if array.dtype == object or array.dtype.kind not in "biufV":
+            raise LearnerError(f"{name} is not an array of numbers (got {type(item).__name__} of {array.dtype})")
+        arrays.append(array)
+    return tuple(arrays)
+
+
+def _tolerance(ex, arrays):
+    low = any(a.dtype.itemsize < 8 and a.dtype.kind == "f" for a in arrays)
+    return (1e-4, 1e-5) if low else (ex.rtol, ex.atol)
+
+
+def _same(a: np.ndarray, b: np.ndarray, rtol, atol) -> bool:
+    if a.shape != b.shape:
+        return False
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    both_nan = np.isnan(a64) & np.isnan(b64)
+    return bool(np.all(both_nan | np.isclose(a64, b64, rtol=rtol, atol=atol)))
+
+
+def _describe_case(case: Case) -> str:
+    shapes = ", ".join(f"{a.shape}" for a in case.args if isinstance(a, np.ndarray))
+    return f"{case.label}" + (f" (input shapes {shapes})" if shapes else "")
+
+
+def _grid(yours: np.ndarray, expected: np.ndarray, rtol, atol, limit: int = 6) -> tuple[str, str]:
+    """The first few differing entries as a table, in text and in HTML."""
+    y64, e64 = yours.astype(np.float64), expected.astype(np.float64)
+    wrong = ~(np.isclose(y64, e64, rtol=rtol, atol=atol) | (np.isnan(y64) & np.isnan(e64)))
+    where = [tuple(int(i) for i in idx) for idx in np.argwhere(wrong)[:limit]] if y64.ndim else [()]
+    rows = [(str(idx) if idx else "()", f"{y64[idx]:.6g}", f"{e64[idx]:.6g}", f"{y64[idx] - e64[idx]:.3g}")
+            for idx in where]
+    count = int(np.sum(wrong))
+    header = ("entry", "yours", "expected", "difference")
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
+    text = "\n".join("  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in [header] + rows)
+    more = f"\n  ({count} of {wrong.size} entries differ)" if count > len(rows) or y64.ndim else ""
+    cells = "".join(f"<tr><td>{escape(a)}</td><td style='background:#f8d7da'>{escape(b)}</td><td>{escape(c)}</td>"
+                    f"<td>{escape(d)}</td></tr>" for a, b, c, d in rows)
+    html = (f"<table style='font-family:monospace'><tr>{''.join(f'<th>{h}</th>' for h in header)}</tr>{cells}"
+            f"</table><div>{escape(more.strip())}</div>")
+    return text + more, html
+
+
+@dataclass
+class _Verdict:
+    status: str
+    message: str
+    html: str = ""
+
+
+def check_code(ex: CodeExercise, fn) -> Feedback:
+    """Run ``fn`` on every case of ``ex`` and say whether it passes, and if not, why."""
+    name = getattr(fn, "__name__", "your function")
+    if fn is Ellipsis:
+        return Feedback(NOT_ATTEMPTED, f"Not attempted yet: write {ex.signature}, then pass the function itself "
+                                       f"(its name, no parentheses) to check.\nThe task: {ex.question}")
+    if not callable(fn):
+        return Feedback(UNREADABLE, f"check({ex.key!r}, ...) needs your function itself, {ex.signature.split('(')[0]} "
+                                    f"(its name, without parentheses or arguments); got {type(fn).__name__} {fn!r:.40}.")
+    line = _placeholder_line(fn)
+    if line is not None:
+        return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): line {line} of {name} still holds a "
+                                       f"`...` placeholder. Replace each ... with your code, then run the cell again."
+                                       f"\nThe task: {ex.question}")
+    run = ex.run or (lambda f, *args: f(*_copies(args)))
+    cases = ex.cases()
+    try:
+        with _time_limit(TIME_LIMIT):
+            verdict = _battery(ex, fn, name, run, cases)
+    except _TooSlow:
+        verdict = _Verdict(WRONG, f"{name} took longer than {TIME_LIMIT:g} s for {len(cases)} small cases and was "
+                                  "stopped: look for a loop that never ends (or one over every entry where one "
+                                  "NumPy operation would do).")
+    if verdict.status == CORRECT:
+        _passed[ex.key] = fn
+    elif _passed.get(ex.key) is fn:
+        del _passed[ex.key]
+    return Feedback(verdict.status, verdict.message, verdict.html)
+
+
+def _battery(ex, fn, name, run, cases) -> _Verdict:
+    for number, case in enumerate(cases, start=1):
+        right = ex.expected(case) if ex.expected else run(ex.reference, *case.args)
+        expected = _as_outputs(right, ex.outputs, len(ex.outputs))
+        where = f"Case {number} of {len(cases)}, {_describe_case(case)}"
+        note = f"\n({case.note})" if case.note else ""
+        try:
+            mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, name), ex.outputs, len(ex.outputs))
+        except LearnerError as err:
+            if err.status == NOT_ATTEMPTED:
+                return _Verdict(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
+            return _Verdict(WRONG, f"✗ Not yet. {where}: {err.message}{note}")
+        rtol, atol = _tolerance(ex, expected)
+        bad = [i for i, (m, e) in enumerate(zip(mine, expected)) if not _same(m, e, rtol, atol)]
+        if not bad:
+            continue
+        verdict = _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol)
+        verdict.message += note
+        return verdict
+    labels = ", ".join(dict.fromkeys(c.kind for c in cases))
+    plug = (f" It can now run inside the engine: a later cell plugs it in with yours({ex.slot}=...)."
+            if ex.slot else "")
+    return _Verdict(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}).{plug}")
+
+
+def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol) -> _Verdict:
+    i = bad[0]
+    out, yours, right = ex.outputs[i], mine[i], expected[i]
+    if yours.shape != right.shape:
+        detail = (f"{out} has shape {yours.shape}, but it must have shape {right.shape}"
+                  + (": you have the transpose. A gradient has the shape of what it is the gradient of"
+                     if yours.ndim == 2 and yours.T.shape == right.shape and _same(yours.T, right, rtol, atol)
+                     else ": a gradient has the shape of what it is the gradient of"))
+    elif right.dtype.kind == "f" and yours.dtype != right.dtype:
+        detail = (f"{out} is {yours.dtype}, but the inputs are {right.dtype}: keep their dtype "
+                  "(a float64 array or np.float64 constant mixed in makes everything float64)")
+    elif np.any(~np.isfinite(yours.astype(np.float64))) and np.all(np.isfinite(right.astype(np.float64))):
+        detail = f"{out} contains nan or inf where every expected entry is finite (a 0/0, a log(0) or an overflow?)"
+    else:
+        detail = f"{out}: wrong values"
+    for mistake in ex.mistakes:  # does the learner's code make a mistake we know?
+        try:
+            theirs = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
+        except Exception:
+            continue
+        if all(_same(theirs[j], mine[j], rtol, atol) for j in bad) and any(
+                not _same(theirs[j], expected[j], rtol, atol) for j in bad):
+            return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: {mistake.why}"
+                                   f"\n(hint({ex.key!r}) for a nudge)")
+    if yours.shape != right.shape or yours.dtype != right.dtype and right.dtype.kind == "f":
+        return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.")
+    text, html = _grid(yours, right, rtol, atol)
+    message = f"✗ Not yet. {where}: {detail}. The first entries that differ:\n{text}\nTry hint({ex.key!r})."
+    html = (f"<div>✗ Not yet. {escape(where)}: {escape(detail)}. The first entries that differ:</div>{html}"
+            f"<div>Try hint({escape(repr(ex.key))}).</div>")
+    return _Verdict(WRONG, message, html)
+
+
+# --- plugging a passing function into the engine -------------------------------------------------
+def _exercise_for(slot: str):
+    from .core import REGISTRY
+
+    return next((ex for ex in REGISTRY.values() if isinstance(ex, CodeExercise) and ex.slot == slot), None)
+
+
+class Plugged:
+    """What ``yours(...)`` put in place: ``all`` is True when every function given was used."""
+
+    def __init__(self, used: dict, waiting: list):
+        self.used, self.waiting = used, waiting
+        self.all = not waiting
+
+    def __bool__(self) -> bool:
+        return self.all
+
+
+@contextlib.contextmanager
+def yours(**implementations):
+    """Run the block with your functions in the engine's slots, each one that ``check`` accepted.
+
+    A function that has not passed its exercise yet is not used: the block then runs on the engine's
+    own code for that slot, and a line says what is missing, so the cell still runs.
+    """
+    from ...engine import plugins
+
+    used, waiting, lines = {}, [], []
+    for slot, fn in implementations.items():
+        ex = _exercise_for(slot)
+        label = getattr(fn, "__name__", slot)
+        if ex is not None and callable(fn) and passed(ex.key, fn):
+            used[slot] = fn
+            lines.append(f"✓ your {label} runs in the engine's place ({slot})")
+        else:
+            waiting.append(slot)
+            key = ex.key if ex else "?"
+            lines.append(f"· {slot}: the engine's own, because your {ex.signature if ex else slot} has not passed "
+                         f"check({key!r}, ...) yet")
+    print("\n".join(lines))
+    with plugins.use(**used):
+        yield Plugged(used, waiting)
+
+
+def solutions_allowed() -> bool:
+    """False when an instructor has switched solutions off (HAAW_SOLUTIONS=off)."""
+    return os.environ.get("HAAW_SOLUTIONS", "on").strip().lower() not in ("off", "0", "no", "false")
