@@ -5,9 +5,10 @@ import pytest
 
 from haaw import Value
 from haaw.course.exercises import REGISTRY, check, hint, solution
+from haaw.course.exercises.code import CodeExercise
 from haaw.course.exercises.core import CORRECT, NOT_ATTEMPTED, UNREADABLE, WRONG
 
-KEYS = sorted(REGISTRY)
+KEYS = sorted(k for k, ex in REGISTRY.items() if not isinstance(ex, CodeExercise))  # answers, not code
 WORD_KEYS = [k for k in KEYS if REGISTRY[k].choices]
 NUMBER_KEYS = [k for k in KEYS if not isinstance(REGISTRY[k].answer, np.ndarray) and k not in WORD_KEYS]
 ARRAY_KEYS = [k for k in KEYS if isinstance(REGISTRY[k].answer, np.ndarray)]

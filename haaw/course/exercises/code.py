@@ -65,6 +65,7 @@ class CodeExercise:
     slot: str | None = None  # the haaw.use slot a passing function can fill
     run: Callable | None = None  # run(fn, *args) -> outputs; default fn(*copies of args)
     expected: Callable | None = None  # expected(case) -> outputs, where they come from elsewhere (PyTorch)
+    diagnose: Callable | None = None  # diagnose(fn, *args) -> more words on a failed case (an audit, say)
     rtol: float = 1e-6  # float64; float32 cases use 1e-4
     atol: float = 1e-9
 
@@ -284,12 +285,21 @@ def _battery(ex, fn, name, run, cases) -> _Verdict:
         if not bad:
             continue
         verdict = _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol)
-        verdict.message += note
+        verdict.message += note + _diagnosis(ex, fn, case)
         return verdict
     labels = ", ".join(dict.fromkeys(c.kind for c in cases))
     plug = (f" It can now run inside the engine: a later cell plugs it in with yours({ex.slot}=...)."
             if ex.slot else "")
     return _Verdict(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}).{plug}")
+
+
+def _diagnosis(ex, fn, case) -> str:
+    if ex.diagnose is None:
+        return ""
+    try:
+        return "\n" + ex.diagnose(fn, *case.args)
+    except Exception:
+        return ""
 
 
 def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol) -> _Verdict:
@@ -307,15 +317,20 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol) -> _Verd
         detail = f"{out} contains nan or inf where every expected entry is finite (a 0/0, a log(0) or an overflow?)"
     else:
         detail = f"{out}: wrong values"
-    for mistake in ex.mistakes:  # does the learner's code make a mistake we know?
+    outputs = {}
+    for mistake in ex.mistakes:  # what each known mistake computes on this case
         try:
-            theirs = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
+            outputs[mistake.name] = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
         except Exception:
             continue
-        if all(_same(theirs[j], mine[j], rtol, atol) for j in bad) and any(
-                not _same(theirs[j], expected[j], rtol, atol) for j in bad):
-            return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: {mistake.why}"
-                                   f"\n(hint({ex.key!r}) for a nudge)")
+    # a mistake that gives exactly the learner's outputs; failing that, one that explains the wrong ones
+    for same_on in (range(len(mine)), bad):
+        for mistake in ex.mistakes:
+            theirs = outputs.get(mistake.name)
+            if theirs is not None and all(_same(theirs[j], mine[j], rtol, atol) for j in same_on) and any(
+                    not _same(theirs[j], expected[j], rtol, atol) for j in bad):
+                return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
+                                       f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")
     if yours.shape != right.shape or yours.dtype != right.dtype and right.dtype.kind == "f":
         return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.")
     text, html = _grid(yours, right, rtol, atol)

@@ -43,3 +43,120 @@ register(Exercise(
     hints=("100 / 10 = 10 checkpoints are kept throughout.", "While one segment is recomputed, its 10 layers are alive too."),
     solution="10 checkpoints + 10 layers of the segment being recomputed = 20, against 100: segments of √N minimise it.",
 ))
+
+
+# --- code exercise: checkpointing through the custom-operation API ------------------------------------
+import numpy as np  # noqa: E402
+
+from ...engine import Function, Tensor, no_grad  # noqa: E402
+from ...nn import Linear  # noqa: E402
+from ...tools.memory import track_memory  # noqa: E402
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
+
+
+class CheckpointSegment(Function):
+    """``CheckpointSegment.apply(fn, x)`` is fn(x), keeping only x; backward runs fn again."""
+
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():                   # nothing recorded, so nothing inside fn is kept
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x = fn, x             # the input: all that backward will need
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        again = ctx.fn(x)                 # the same forward, this time recorded
+        again.backward(g)                 # fills x.grad, and the parameters' .grad inside fn
+        return None, x.grad               # one gradient per argument of forward: none for fn
+
+
+def _segment(width, depth, seed):
+    layers = [Linear(width, width, seed=seed + i) for i in range(depth)]
+
+    def fn(h):
+        for layer in layers:
+            h = layer(h).tanh()
+        return h
+    return fn, layers
+
+
+def _run_checkpoint(cls, width, depth, batch, seed):
+    if not (isinstance(cls, type) and issubclass(cls, Function)):
+        raise LearnerError(f"pass your class itself, a subclass of Function; got {type(cls).__name__}")
+    fn, layers = _segment(width, depth, seed)
+    rng = np.random.default_rng(seed)
+    x = Tensor(rng.standard_normal((batch, width)), requires_grad=True)
+    G = rng.standard_normal((batch, width))
+    with track_memory() as memory:
+        out = cls.apply(fn, x)
+        kept = memory.current
+        if not isinstance(out, Tensor) or not out.requires_grad:
+            raise LearnerError("apply(fn, x) must give a Tensor that is part of the graph: does forward return "
+                               "out.data, the array?")
+        out.backward(G)
+    params = [p.grad if p.grad is not None else np.zeros_like(p.data) for layer in layers for p in layer.parameters()]
+    dx = x.grad if x.grad is not None else np.zeros_like(x.data)
+    return out.data, dx, np.concatenate([p.ravel() for p in params]), np.array(float(kept))
+
+
+class _KeepsEverything(CheckpointSegment):
+    @staticmethod
+    def forward(ctx, fn, x):
+        ctx.x = Tensor(x, requires_grad=True)
+        ctx.out = fn(ctx.x)  # recorded: every activation inside fn stays alive
+        return ctx.out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.out.backward(g)
+        return None, ctx.x.grad
+
+
+class _RecomputesWithoutRecording(CheckpointSegment):
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x)  # does not require a gradient: dL/dx never arrives
+        again = ctx.fn(x)
+        again.backward(g)
+        return None, np.zeros_like(ctx.x)
+
+
+class _KeepsTheOutput(CheckpointSegment):
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x, ctx.out = fn, x, out.data  # the output is kept too
+        return out.data
+
+
+register(CodeExercise(
+    key="06-checkpoint",
+    question="Write checkpointing as a custom operation: CheckpointSegment.apply(fn, x) returns fn(x), but its forward "
+             "runs fn without recording anything and keeps only x; its backward runs fn again on x (this time "
+             "recording, with x requiring a gradient), pushes g back through it, and returns one gradient per "
+             "argument of forward (None for fn).",
+    signature="class CheckpointSegment(Function) with forward(ctx, fn, x) and backward(ctx, g)",
+    reference=CheckpointSegment,
+    cases=lambda: [Case("two layers, width 4", (4, 2, 3, 0)), Case("three layers, width 8", (8, 3, 5, 1)),
+                   Case("six layers, width 16", (16, 6, 4, 2))],
+    outputs=("the output", "dL/dx", "the parameters' gradients", "bytes kept by the forward pass"),
+    run=_run_checkpoint,
+    mistakes=[
+        Mistake("a forward that records",
+                "running fn with recording on keeps every activation inside it until backward: exactly what "
+                "checkpointing is meant to avoid. Run it under no_grad() and keep only x.",
+                _KeepsEverything),
+        Mistake("a recomputation whose input needs no gradient",
+                "for dL/dx to arrive, the fresh input of the recomputation must be Tensor(x, requires_grad=True).",
+                _RecomputesWithoutRecording),
+        Mistake("keeping the output as well",
+                "backward recomputes the output from x, so keeping it is memory spent for nothing: keep x alone.",
+                _KeepsTheOutput),
+    ],
+    hints=("Forward: `with no_grad(): out = fn(Tensor(x))`; keep fn and x on ctx; return out.data.",
+           "Backward: x = Tensor(ctx.x, requires_grad=True); again = ctx.fn(x); again.backward(g); "
+           "return None, x.grad."),
+))

@@ -43,3 +43,142 @@ register(Exercise(
     hints=("Two overflows: two halvings.", "Then one doubling after 2000 clean steps."),
     solution="65536 → 32768 → 16384 (two overflows, both steps skipped) → 32768 after 2000 clean steps.",
 ))
+
+
+# --- code exercises: the dynamic loss scaler, and unscaling before clipping --------------------------------
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
+
+TORCH_REFERENCE = Path(__file__).resolve().parents[1] / "data" / "torch_reference.json"
+
+
+def torch_reference() -> dict:
+    """Numbers PyTorch computed (scripts/make_reference_data.py), so these checks need no PyTorch."""
+    return json.loads(TORCH_REFERENCE.read_text())
+
+
+def update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    """One step of a dynamic loss scaler. Return the new scale and the new count of clean steps in a row."""
+    if found_inf:                            # an overflow: this step is skipped, and the scale backs off
+        return scale * backoff_factor, 0
+    good_steps += 1
+    if good_steps == growth_interval:        # a long enough run of clean steps: try a larger scale
+        return scale * growth_factor, 0
+    return scale, good_steps
+
+
+def _run_scaler(fn, pattern):
+    scale, good, scales = pattern["init_scale"], 0, []
+    for step, found_inf in enumerate(pattern["found_inf"]):
+        result = fn(scale, good, found_inf, pattern["growth_factor"], pattern["backoff_factor"], pattern["growth_interval"])
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise LearnerError(f"return two numbers, (new scale, new count of clean steps); got {result!r:.50}")
+        scale, good = result
+        scales.append(scale)
+    return np.array(scales, dtype=np.float64)
+
+
+def _scaler_cases():
+    return [Case(f"PyTorch's GradScaler: {p['label']}", (p,)) for p in torch_reference()["gradscaler"]]
+
+
+register(CodeExercise(
+    key="07-update-scale",
+    question="Write a dynamic loss scaler's update, as torch.amp.GradScaler does it: on an overflow (found_inf), "
+             "multiply the scale by backoff_factor and restart the count of clean steps; otherwise count one more "
+             "clean step, and when the count reaches growth_interval, multiply the scale by growth_factor and "
+             "restart the count. Return (new scale, new count).",
+    signature="update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval) "
+              "-> (scale, good_steps)",
+    reference=update_scale,
+    cases=_scaler_cases,
+    expected=lambda case: np.array(case.args[0]["scales"]),
+    outputs=("the scale after each step",),
+    run=_run_scaler,
+    slot="loss_scale",
+    mistakes=[
+        Mistake("the count kept after an overflow",
+                "an overflow ends the run of clean steps: the count starts again from 0, so the scale grows only "
+                "after growth_interval clean steps *in a row*.",
+                lambda s, n, inf, g, b, k: (s * b, n) if inf else ((s * g, 0) if n + 1 == k else (s, n + 1))),
+        Mistake("growing one step late",
+                "the scale grows on the step where the count *reaches* growth_interval, not on the one after.",
+                lambda s, n, inf, g, b, k: (s * b, 0) if inf else ((s * g, 0) if n == k else (s, n + 1))),
+        Mistake("the count not restarted after growing",
+                "after a growth the count starts again from 0; otherwise the scale grows again on every clean step "
+                "that follows, instead of after another full interval.",
+                lambda s, n, inf, g, b, k: (s * b, 0) if inf else ((s * g, n + 1) if n + 1 >= k else (s, n + 1))),
+        Mistake("backing off by dividing by the factor",
+                "backoff_factor is a multiplier (0.5 halves the scale); dividing by it doubles the scale instead.",
+                lambda s, n, inf, g, b, k: (s / b, 0) if inf else ((s * g, 0) if n + 1 == k else (s, n + 1))),
+    ],
+    hints=("Two branches: found_inf, or a clean step.", "On a clean step, add 1 to the count and compare it with "
+           "growth_interval; when equal, grow the scale and set the count to 0."),
+))
+
+
+def unscale_and_clip(grads, scale, max_norm):
+    """grads were computed from loss · scale. Return (the true gradients clipped to max_norm, their norm before
+    clipping, whether any entry is inf or nan). If one is, return the unscaled gradients as they are: the
+    step will be skipped."""
+    grads = [g / scale for g in grads]       # unscale first: clipping must see the true gradients
+    if not all(np.all(np.isfinite(g)) for g in grads):
+        return grads, float("inf"), True
+    norm = float(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads)))
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    return [g * factor for g in grads], norm, False
+
+
+def _run_unscale(fn, grads, scale, max_norm):
+    result = fn([g.copy() for g in grads], scale, max_norm)
+    if not (isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], (list, tuple))):
+        raise LearnerError("return three things: the list of gradients, the norm before clipping, and found_inf; "
+                           f"got {result!r:.50}")
+    out, norm, found = result
+    if len(out) != len(grads) or [np.shape(o) for o in out] != [g.shape for g in grads]:
+        raise LearnerError("return one gradient per gradient, each with its shape")
+    return np.concatenate([np.ravel(o) for o in out]), np.asarray(norm, dtype=np.float64), np.asarray(float(bool(found)))
+
+
+def _unscale_cases():
+    rng = np.random.default_rng(9)
+    true = [rng.standard_normal((4, 3)), rng.standard_normal(3)]
+    overflow = [np.array([1.0, np.inf]), np.array([2.0])]
+    return [Case("hand-checkable: [3, 4] · 1024, max_norm 1", ([np.array([3.0, 4.0]) * 1024], 1024.0, 1.0)),
+            Case("a norm under max_norm", ([g * 256 for g in true], 256.0, 100.0)),
+            Case("a norm over max_norm", ([g * 65536 for g in true], 65536.0, 0.5)),
+            Case("an overflow: one entry is inf", (overflow, 1024.0, 1.0)),
+            Case("a nan", ([np.array([np.nan, 1.0])], 8.0, 1.0)),
+            Case("float32", ([g.astype(np.float32) * 4096 for g in true], 4096.0, 1.0))]
+
+
+register(CodeExercise(
+    key="07-unscale-then-clip",
+    question="The gradients were computed from the loss times `scale`. Divide them by the scale first, then clip "
+             "them by global norm to max_norm. Return (the gradients, their norm before clipping, found_inf); if "
+             "any entry is inf or nan, return the unscaled gradients unclipped, the norm inf, and True.",
+    signature="unscale_and_clip(grads, scale, max_norm) -> (grads, norm, found_inf)",
+    reference=unscale_and_clip,
+    cases=_unscale_cases,
+    outputs=("the gradients", "the norm", "found_inf"),
+    run=_run_unscale,
+    rtol=1e-5,
+    mistakes=[
+        Mistake("clipping before unscaling",
+                "the scaled gradients' norm is `scale` times too big, so the clip squashes them, and dividing by the "
+                "scale afterwards leaves them far too small. Unscale first, then clip.",
+                lambda grads, s, m: (lambda c: ([g / s for g in c[0]], c[1] / s if np.isfinite(c[1]) else c[1], c[2]))(
+                    unscale_and_clip([g * s for g in grads], s, m))),
+        Mistake("no unscaling", "the optimizer must see the true gradients: divide every gradient by the scale.",
+                lambda grads, s, m: unscale_and_clip(grads, 1.0, m)),
+        Mistake("overflows not noticed",
+                "an inf or nan anywhere means the scaled loss overflowed: say found_inf = True so the step is skipped.",
+                lambda grads, s, m: (lambda r: (r[0], r[1], False))(unscale_and_clip(grads, s, m))),
+    ],
+    hints=("Three steps, in this order: divide by the scale; look for inf or nan (np.isfinite); clip by the global "
+           "norm of what is left.",),
+))

@@ -44,3 +44,79 @@ register(Exercise(
              "multiplies by a mask-derived factor. Whatever sits in the padded positions leaks into the loss.",
     choices=CHECKS,
 ))
+
+
+# --- code exercise: repair a training step -------------------------------------------------------------
+import numpy as np  # noqa: E402
+
+from .. import nb08 as props  # noqa: E402
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
+
+
+def buggy_loss(losses, mask):
+    """The step to repair: the loss of a padded batch, from the loss of every position."""
+    per_sequence = losses.mean(dim=1)                # BUG: averages padding in with the real tokens...
+    return (per_sequence * mask.max(axis=1)).mean()  # ...and the mask comes after: one number per sequence
+
+
+def per_token_loss(losses, mask):
+    """The mean loss per real token: the mask removes the padding *before* the reduction."""
+    return (losses * mask).sum() / float(mask.sum())
+
+
+def _run_step(reduce, lengths, pad_to, seed):
+    batch = props.padded_batch(lengths=lengths, pad_to=pad_to, seed=seed)
+    model = props.make_model(seed=seed)
+    losses = props.token_losses(model, batch[0], batch[1])
+    loss = reduce(losses, batch[2])
+    if not hasattr(loss, "backward") or getattr(loss, "shape", None) != ():
+        raise LearnerError(f"return the loss as a Tensor holding one number (shape ()), so that backward can run; "
+                           f"got {loss!r:.50}")
+    loss.backward()
+    grads = np.concatenate([(p.grad if p.grad is not None else np.zeros_like(p.data)).ravel()
+                            for p in model.parameters()])
+    return np.asarray(loss.item()), grads
+
+
+def _audit_says(reduce, lengths, pad_to, seed):
+    from ...tools.audit import audit
+
+    report = audit(props.make_model(seed=seed), props.token_losses, reduce,
+                   props.padded_batch(lengths=lengths, pad_to=pad_to, seed=seed))
+    return "The audit of this step says:\n" + str(report)
+
+
+register(CodeExercise(
+    key="08-repair-step",
+    question="Repair buggy_loss: given the loss of every position (batch × positions, padding included) and the "
+             "mask (1 = real token, 0 = padding), return the mean loss per real token. The audit should then pass, "
+             "and the gradient equal the reference's.",
+    signature="fixed_loss(losses, mask) -> loss (a Tensor holding one number)",
+    reference=per_token_loss,
+    cases=lambda: [Case("the batch above: lengths 6, 3, 5, 2", ((6, 3, 5, 2), None, 0)),
+                   Case("three more padded positions per row", ((6, 3, 5, 2), 9, 0)),
+                   Case("another batch: lengths 1, 7, 4", ((1, 7, 4), None, 1)),
+                   Case("no padding at all", ((5, 5, 5), None, 2))],
+    outputs=("the loss", "the gradients"),
+    run=_run_step,
+    diagnose=_audit_says,
+    mistakes=[
+        Mistake("the mask applied after the mean",
+                "averaging first mixes the padded positions into every sequence's loss; multiplying by a mask "
+                "afterwards cannot take them out again. Mask each position first, then reduce.",
+                buggy_loss),
+        Mistake("a mean per sequence (the loss in the wrong unit)",
+                "averaging each sequence and then the sequences gives a short sequence's tokens more weight than a "
+                "long one's. The mean per token divides the masked sum by the number of real tokens.",
+                lambda losses, mask: ((losses * mask).sum(dim=1) / mask.sum(axis=1)).mean()),
+        Mistake("dividing by every position, padding included",
+                "(losses · mask).mean() divides by the padded size, so adding padding changes the loss. Divide by "
+                "the number of real tokens, mask.sum().",
+                lambda losses, mask: (losses * mask).mean()),
+        Mistake("a sum without the division",
+                "the sum grows with the number of tokens in the batch; divide it by mask.sum() for a mean.",
+                lambda losses, mask: (losses * mask).sum()),
+    ],
+    hints=("Two steps in the right order: zero the padded positions (losses * mask), then reduce.",
+           "The reduction is a mean per real token: the masked sum divided by mask.sum()."),
+))

@@ -42,3 +42,147 @@ register(Exercise(
     hints=("The gradient is cut into 4 chunks of 0.25 GB.", "2 × (4 − 1) steps, one chunk each."),
     solution="2·(N−1)/N × 1 GB = 2 × 3/4 = 1.5 GB, and it never exceeds 2 GB however many workers join.",
 ))
+
+
+# --- code exercises: a ring all-reduce, and accumulation weighted by tokens ------------------------------
+import numpy as np  # noqa: E402
+
+from .. import nb08  # noqa: E402
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
+
+
+def ring_all_reduce(buffers):
+    """Each of the N workers holds one buffer (a 1-D array, all of the same length). Return what every worker
+    holds afterwards: the sum of all N buffers, computed by passing chunks around a ring."""
+    n = len(buffers)
+    chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]  # worker i's N chunks
+    for step in range(n - 1):  # reduce-scatter: each chunk travels the ring once, adding up as it goes
+        sent = [chunks[i][(i - step) % n].copy() for i in range(n)]      # all workers send at once...
+        for i in range(n):
+            chunks[(i + 1) % n][(i - step) % n] += sent[i]                # ...to their right-hand neighbour
+    # now worker i holds the finished sum of chunk (i + 1) % n
+    for step in range(n - 1):  # all-gather: pass the finished chunks around so everyone has them all
+        sent = [chunks[i][(i + 1 - step) % n].copy() for i in range(n)]
+        for i in range(n):
+            chunks[(i + 1) % n][(i + 1 - step) % n] = sent[i]
+    return [np.concatenate(c) for c in chunks]
+
+
+def _run_ring(fn, buffers):
+    result = fn([b.copy() for b in buffers])
+    if not isinstance(result, (list, tuple)) or len(result) != len(buffers):
+        raise LearnerError(f"return a list with one array per worker ({len(buffers)}); got {type(result).__name__}"
+                           + (f" of length {len(result)}" if isinstance(result, (list, tuple)) else ""))
+    shapes = {np.shape(r) for r in result}
+    if shapes != {buffers[0].shape}:
+        raise LearnerError(f"every worker must end with a whole buffer of shape {buffers[0].shape}; got {sorted(shapes)}")
+    return np.stack([np.asarray(r, dtype=np.float64) for r in result])
+
+
+def _ring_cases():
+    rng = np.random.default_rng(10)
+    hand = [np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) * (i + 1) for i in range(3)]
+    return [Case("hand-checkable: 3 workers, length 6", (hand,)),
+            Case("one worker: nothing to send", ([np.arange(4.0)],)),
+            Case("2 workers", ([rng.standard_normal(8) for _ in range(2)],)),
+            Case("4 workers, length 10 (not a multiple of 4)", ([rng.standard_normal(10) for _ in range(4)],),
+                 note="10 numbers do not split into 4 equal chunks: np.array_split allows chunks of 3, 3, 2, 2"),
+            Case("8 workers, length 5 (fewer numbers than workers)", ([rng.standard_normal(5) for _ in range(8)],)),
+            Case("5 workers, length 1000", ([rng.standard_normal(1000) for _ in range(5)],))]
+
+
+def _ring_variant(steps=None, gather=True, average=False):
+    def wrong(buffers):
+        n = len(buffers)
+        chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
+        for step in range(n - 1 if steps is None else steps(n)):
+            sent = [chunks[i][(i - step) % n].copy() for i in range(n)]
+            for i in range(n):
+                chunks[(i + 1) % n][(i - step) % n] += sent[i]
+        if gather:
+            for step in range(n - 1):
+                sent = [chunks[i][(i + 1 - step) % n].copy() for i in range(n)]
+                for i in range(n):
+                    chunks[(i + 1) % n][(i + 1 - step) % n] = sent[i]
+        return [np.concatenate(c) / (n if average else 1) for c in chunks]
+    return wrong
+
+
+register(CodeExercise(
+    key="09-ring-all-reduce",
+    question="Write a ring all-reduce: split each worker's buffer into N chunks; reduce-scatter (N − 1 steps: every "
+             "worker sends one chunk to its right-hand neighbour, which adds it to its own), then all-gather "
+             "(N − 1 steps: pass the finished chunks on). Return every worker's buffer: the sum of all N.",
+    signature="ring_all_reduce(buffers) -> list of N arrays, each the sum",
+    reference=ring_all_reduce,
+    cases=_ring_cases,
+    outputs=("every worker's result",),
+    run=_run_ring,
+    mistakes=[
+        Mistake("no all-gather",
+                "after the reduce-scatter each worker holds only *one* finished chunk (and partial sums of the "
+                "others). The all-gather passes the finished chunks around so every worker has all of them.",
+                _ring_variant(gather=False)),
+        Mistake("one step short",
+                "a chunk must visit all N workers to collect all N contributions: N − 1 passes, not N − 2.",
+                _ring_variant(steps=lambda n: max(n - 2, 0))),
+        Mistake("averaging in the all-reduce",
+                "an all-reduce sums; dividing by N (to average over workers) is a separate choice, made outside.",
+                _ring_variant(average=True)),
+    ],
+    hints=("Keep chunks[i][c]: worker i's copy of chunk c. In reduce-scatter step s, worker i sends chunk (i − s) "
+           "mod N to worker i + 1, which adds it to its own copy.",
+           "After N − 1 steps worker i holds the full sum of chunk (i + 1) mod N. In all-gather step s, worker i "
+           "sends chunk (i + 1 − s) mod N, and the receiver replaces its copy."),
+))
+
+
+def microbatch_loss(losses, mask, total_tokens):
+    """The loss to call backward on for one microbatch, so that the gradients accumulated over all microbatches
+    equal one big batch's mean-per-token gradient. ``total_tokens``: the real tokens of the whole batch."""
+    return (losses * mask).sum() / total_tokens
+
+
+def _run_accumulation(fn, lengths, splits):
+    inputs, targets, mask = nb08.padded_batch(lengths=lengths, seed=3)
+    model = nb08.make_model(seed=3)
+    total = float(mask.sum())
+    for rows in splits:
+        rows = np.array(rows)
+        loss = fn(nb08.token_losses(model, inputs[rows], targets[rows]), mask[rows], total)
+        if not hasattr(loss, "backward") or getattr(loss, "shape", None) != ():
+            raise LearnerError("return the microbatch's loss as a Tensor holding one number, so backward can run; "
+                               f"got {loss!r:.50}")
+        loss.backward()
+    return np.concatenate([(p.grad if p.grad is not None else np.zeros_like(p.data)).ravel()
+                           for p in model.parameters()])
+
+
+register(CodeExercise(
+    key="09-token-weighted",
+    question="Accumulation over microbatches that hold different numbers of real tokens: write the loss of one "
+             "microbatch so that the gradients summed over all microbatches equal one big batch's gradient of the "
+             "mean loss per real token. `total_tokens` is the number of real tokens in the whole batch.",
+    signature="microbatch_loss(losses, mask, total_tokens) -> loss",
+    reference=microbatch_loss,
+    cases=lambda: [Case("two microbatches: 9 and 7 real tokens", ((6, 3, 5, 2), [[0, 1], [2, 3]])),
+                   Case("four microbatches of one sequence", ((6, 3, 5, 2), [[0], [1], [2], [3]])),
+                   Case("uneven: 1 and 15 real tokens", ((1, 7, 4, 4), [[0], [1, 2, 3]]))],
+    outputs=("the accumulated gradients",),
+    run=_run_accumulation,
+    mistakes=[
+        Mistake("each microbatch's own mean, divided by the number of microbatches",
+                "that weighs a token of a short microbatch more than a token of a long one. Sum each microbatch's "
+                "masked losses and divide by the tokens of the *whole* batch.",
+                lambda losses, mask, total: (losses * mask).sum() / float(mask.sum()) / 2),
+        Mistake("each microbatch's own mean",
+                "a mean per microbatch, then summed over microbatches, is about k times the big batch's gradient "
+                "(and weighted unevenly). Divide by the whole batch's token count.",
+                lambda losses, mask, total: (losses * mask).sum() / float(mask.sum())),
+        Mistake("the mask forgotten",
+                "padded positions have losses too; without the mask they join the sum.",
+                lambda losses, mask, total: losses.sum() / total),
+    ],
+    hints=("The big batch's loss is Σ (masked losses of every position) / total_tokens. Split that sum over the "
+           "microbatches.",),
+))

@@ -32,3 +32,76 @@ register(Exercise(
     solution="backward: the reverse walk through the graph that fills every parameter's .grad.",
     choices=("batch", "forward", "loss", "backward", "optimizer step"),
 ))
+
+
+# --- code exercise: Adam's step ---------------------------------------------------------------------------
+import numpy as np  # noqa: E402
+
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
+from .nb07 import torch_reference  # noqa: E402
+
+
+def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
+    """One Adam step for a parameter p with gradient g; m and v are its running means, t counts steps from 1.
+    Return the new p, m and v."""
+    m = beta1 * m + (1 - beta1) * g          # running mean of the gradient
+    v = beta2 * v + (1 - beta2) * g * g      # running mean of its square
+    m_hat = m / (1 - beta1**t)               # both started at 0: undo that pull towards 0
+    v_hat = v / (1 - beta2**t)
+    return p - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
+def _run_adam(fn, run):
+    p = np.array(run["p0"])
+    m, v, path = np.zeros_like(p), np.zeros_like(p), []
+    for t, g in enumerate(run["grads"], start=1):
+        result = fn(p.copy(), np.array(g), m.copy(), v.copy(), t, run["lr"], run["beta1"], run["beta2"], run["eps"])
+        if not (isinstance(result, tuple) and len(result) == 3):
+            raise LearnerError("return three arrays: the new p, m and v (m and v are needed at the next step); "
+                               f"got {result!r:.50}")
+        p, m, v = (np.asarray(r, dtype=np.float64) for r in result)
+        path.append(p)
+    return np.stack(path)
+
+
+def _adam_variant(correct=True, absolute=False, eps_inside=False, carry=True):
+    def wrong(p, g, m, v, t, lr, beta1, beta2, eps):
+        m2 = beta1 * m + (1 - beta1) * g
+        v2 = beta2 * v + (1 - beta2) * (np.abs(g) if absolute else g * g)
+        m_hat = m2 / (1 - beta1**t) if correct else m2
+        v_hat = v2 / (1 - beta2**t) if correct else v2
+        step = m_hat / (np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps)
+        return p - lr * step, (m2 if carry else m), (v2 if carry else v)
+    return wrong
+
+
+register(CodeExercise(
+    key="10-adam-step",
+    question="Write one Adam step: update the running means m (of g) and v (of g²) with beta1 and beta2, correct both "
+             "for having started at 0 (divide by 1 − betaᵗ), and move p by lr · m̂ / (√v̂ + eps). Return the new "
+             "p, m, v.",
+    signature="adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (p, m, v)",
+    reference=adam_step,
+    cases=lambda: [Case(f"torch.optim.Adam, step by step: {run['label']}", (run,)) for run in torch_reference()["adam"]],
+    expected=lambda case: np.array(case.args[0]["params"]),
+    outputs=("the parameters after each step",),
+    run=_run_adam,
+    slot="adam",
+    rtol=1e-9,
+    mistakes=[
+        Mistake("no bias correction",
+                "m and v start at 0, so for the first steps they are far too small (m₁ is only 0.1·g). Dividing by "
+                "1 − β₁ᵗ and 1 − β₂ᵗ undoes that; without it the first steps have the wrong size.",
+                _adam_variant(correct=False)),
+        Mistake("|g| instead of g²", "v is the running mean of the *squared* gradient; its square root is then on "
+                "the scale of |g|.", _adam_variant(absolute=True)),
+        Mistake("eps inside the square root",
+                "PyTorch adds eps after the square root: √v̂ + eps. Inside, it changes small steps noticeably.",
+                _adam_variant(eps_inside=True)),
+        Mistake("m and v not carried to the next step",
+                "return the *updated* m and v: the next step's running means start from them.",
+                _adam_variant(carry=False)),
+    ],
+    hints=("Four lines: m, v, the two corrected means, then p. t starts at 1.",
+           "m̂ = m / (1 − beta1**t), v̂ = v / (1 − beta2**t), p − lr · m̂ / (np.sqrt(v̂) + eps)."),
+))
