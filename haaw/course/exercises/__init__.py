@@ -4,7 +4,7 @@ An answer is a number, an array, a few words, or, for code exercises, your funct
 ``yours(...)`` then runs a function that passed inside the engine.
 """
 from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09, nb10  # noqa: F401  (registers the exercises)
-from .code import passed, yours
+from .code import pick, passed, yours
 from .core import REGISTRY, Feedback, check, hint, solution
 
-__all__ = ["REGISTRY", "Feedback", "check", "hint", "passed", "solution", "yours"]
+__all__ = ["REGISTRY", "Feedback", "check", "hint", "passed", "pick", "solution", "yours"]

@@ -45,6 +45,7 @@ class Exercise:
     rtol: float = 1e-6
     data: dict = field(default_factory=dict)  # arrays the question is about, for the notebook
     choices: tuple = ()  # for an answer in words: every word the checker understands
+    forms: tuple = ()  # other ways a learner may correctly write the answer (all must be accepted)
 
     def mistake_pairs(self) -> list:
         return list(self.mistakes.items() if isinstance(self.mistakes, dict) else self.mistakes)
