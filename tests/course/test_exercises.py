@@ -161,3 +161,19 @@ def test_a_torch_tensor_is_read_or_told_what_to_do(key):
 def test_hint_never_raises_on_a_bad_level(level):
     feedback = hint("01-chain", level)
     assert feedback.status == UNREADABLE and "takes a level from 1 to" in feedback.message
+
+
+def test_numbers_are_accepted_to_the_precision_typed_and_near_misses_are_not():
+    assert check("03-jacobian-bytes", 275e9).status == CORRECT  # "about 275 GB", typed as 275e9
+    assert check("03-jacobian-bytes", "2.749e11").status == CORRECT
+    assert check("03-jacobian-bytes", 274877906943).status == WRONG  # one byte off a count is wrong
+    assert check("01-step", "1.6").status == WRONG  # two significant digits are not enough
+    assert check("01-step", 1.6399999999999997).status == CORRECT  # 2 - 0.01 * 36 in floating point
+    assert "complex" in check("01-step", 1.64 + 0j).message
+
+
+@pytest.mark.parametrize("key", WORD_KEYS)
+def test_words_are_accepted_with_or_without_articles_and_a_full_stop(key):
+    accepted = REGISTRY[key].answer[0]
+    for form in (f"the {accepted}", f"{accepted}.", f"The {accepted}."):
+        assert check(key, form).status == CORRECT, form

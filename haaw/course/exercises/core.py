@@ -42,7 +42,7 @@ class Exercise:
     mistakes: object = field(default_factory=dict)  # {wrong number: hint}, or ((wrong array, hint), ...)
     hints: tuple = ()  # tiered: each one gives a little more away
     solution: str = ""
-    rtol: float = 1e-6
+    rtol: float = 1e-9  # relative: a count of 1,000,000 is not 999,999
     data: dict = field(default_factory=dict)  # arrays the question is about, for the notebook
     choices: tuple = ()  # for an answer in words: every word the checker understands
     forms: tuple = ()  # other ways a learner may correctly write the answer (all must be accepted)
@@ -91,6 +91,8 @@ def _as_number(answer):
         return None, f"Expected one number, got a {kind} of shape {shape}."
     if isinstance(answer, bool):
         return None, f"Expected a number, got {answer}."
+    if isinstance(answer, (complex, np.complexfloating)) or (hasattr(answer, "dtype") and np.iscomplexobj(answer)):
+        return None, f"Expected a real number, got the complex number {answer}: drop the imaginary part yourself if it is 0."
     if isinstance(answer, str):
         try:
             answer = float(answer.strip())
@@ -119,7 +121,30 @@ def _show(number: float) -> str:
 
 
 def _close(a: float, b: float, rtol: float) -> bool:
-    return abs(a - b) <= rtol * max(abs(a), abs(b), 1.0)
+    return abs(a - b) <= rtol * max(abs(a), abs(b)) + 1e-12
+
+
+def _significant_digits(answer) -> int:
+    """How many significant digits the learner wrote: 3 for "1.64", 3.43 or 275e9; many for 0.9**50."""
+    text = answer.strip() if isinstance(answer, str) else repr(float(answer))
+    if not isinstance(answer, str) and text.endswith(".0"):  # 275e9 prints as 275000000000.0
+        text = text[:-2].rstrip("0") or "0"
+    mantissa = text.lower().split("e")[0].lstrip("+-").replace(",", "").replace("_", "")
+    digits = mantissa.replace(".", "").lstrip("0")
+    return len(digits.rstrip("0")) if "." not in mantissa else len(digits)
+
+
+def _as_written(number: float, answer, expected: float) -> bool:
+    """The right answer rounded to the precision the learner typed (at least 3 significant digits):
+    3.43 for ln 31 = 3.434..., 275e9 for 274,877,906,944."""
+    try:
+        digits = _significant_digits(answer)
+    except (TypeError, ValueError):
+        return False
+    if digits < 3 or expected == 0 or not math.isfinite(expected):
+        return False
+    rounded = float(f"{expected:.{digits - 1}e}")
+    return _close(number, rounded, 1e-9)
 
 
 def check(key, answer) -> Feedback:
@@ -150,7 +175,7 @@ def _check(key, answer) -> Feedback:
     number, problem = _as_number(answer)
     if problem:
         return Feedback(UNREADABLE, problem)
-    if _close(number, float(ex.answer), ex.rtol):
+    if _close(number, float(ex.answer), ex.rtol) or _as_written(number, answer, float(ex.answer)):
         return Feedback(CORRECT, f"Correct: {_show(number)}.")
     for wrong, why in ex.mistake_pairs():
         if _close(number, float(wrong), ex.rtol):
@@ -165,14 +190,20 @@ def _check_choice(ex: Exercise, answer) -> Feedback:
     options = ", ".join(repr(c) for c in ex.choices)
     if not isinstance(answer, str):
         return Feedback(UNREADABLE, f"Answer with words, one of: {options}.")
-    word = " ".join(answer.strip().lower().split())
+    word = _words(answer)
     accepted = ex.answer if isinstance(ex.answer, tuple) else (ex.answer,)
-    if word in accepted:
+    if word in {_words(a) for a in accepted}:
         return Feedback(CORRECT, f"Correct: {word}.")
     for wrong, why in ex.mistake_pairs():
-        if word == wrong:
+        if word == _words(wrong):
             return Feedback(WRONG, f"Not quite: {word}. {why}")
     return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
+
+
+def _words(text: str) -> str:
+    """Lower case, single spaces, no articles, no end punctuation: "The mask before the reduction." -> "mask before reduction"."""
+    words = [w for w in text.strip().strip(".!?").lower().replace("-", " ").split() if w not in ("the", "a", "an")]
+    return " ".join(words)
 
 
 def _as_array(answer):
