@@ -143,8 +143,15 @@ def _as_written(number: float, answer, expected: float) -> bool:
         return False
     if digits < 3 or expected == 0 or not math.isfinite(expected):
         return False
-    rounded = float(f"{expected:.{digits - 1}e}")
-    return _close(number, rounded, 1e-9)
+    return float(f"{expected:.{digits - 1}e}") == float(f"{number:.{digits - 1}e}")
+
+
+def _same_number(number: float, answer, expected: float, rtol: float) -> bool:
+    if float(expected).is_integer() and number.is_integer() and number == expected:
+        return True  # a count is exact
+    if float(expected).is_integer() and abs(expected) >= 1e6:
+        return _as_written(number, answer, expected)  # a large count: exact, or rounded as typed
+    return _close(number, expected, rtol) or _as_written(number, answer, expected)
 
 
 def check(key, answer) -> Feedback:
@@ -175,7 +182,7 @@ def _check(key, answer) -> Feedback:
     number, problem = _as_number(answer)
     if problem:
         return Feedback(UNREADABLE, problem)
-    if _close(number, float(ex.answer), ex.rtol) or _as_written(number, answer, float(ex.answer)):
+    if _same_number(number, answer, float(ex.answer), ex.rtol):
         return Feedback(CORRECT, f"Correct: {_show(number)}.")
     for wrong, why in ex.mistake_pairs():
         if _close(number, float(wrong), ex.rtol):
