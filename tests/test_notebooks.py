@@ -1,12 +1,15 @@
 """What nbval cannot see: the notebooks are well-formed lessons, and run without torch."""
 import json
 import os
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from haaw.course.exercises import REGISTRY
+from haaw.course.exercises.code import CodeExercise
 from haaw.tools.crosscheck import SKIP_NOTE
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -26,7 +29,9 @@ def test_each_notebook_is_a_complete_lesson(path):
     text = "\n".join(c.source for c in nb.cells)
     assert "**You will learn**" in nb.cells[0].source
     assert "## Checkpoint" in nb.cells[-1].source
-    assert 2 <= text.count("check(\"") <= 4, "two to four exercises"
+    keys = re.findall(r"check\(\"([^\"]+)\"", text)
+    assert 3 <= len(keys) <= 8, "three to eight exercises"
+    assert any(isinstance(REGISTRY[k], CodeExercise) for k in keys), "at least one in code"
     assert "explorer" in text or "stepper" in text, "at least one interactive explorer"
     assert "%matplotlib inline" in code_cells(nb)[0].source
 
