@@ -325,6 +325,14 @@ def permute(ctx, a, dims):
 defvjp(permute, lambda ctx, g: np.transpose(g, np.argsort(ctx.dims)), flops=_free, view=True)
 
 
+def cast(ctx, a, dtype):
+    ctx.dtype = a.dtype
+    return a.astype(dtype)
+
+
+defvjp(cast, lambda ctx, g: g.astype(ctx.dtype), flops=_free)  # the gradient goes back in the input's format
+
+
 def getitem(ctx, a, index):
     ctx.shape, ctx.dtype, ctx.index = a.shape, a.dtype, index
     return a[index]

@@ -141,6 +141,18 @@ def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype.name in _ML_FLOATS
 
 
+def _dtype(name) -> np.dtype:
+    """A NumPy dtype from a dtype or a name; bfloat16 and the float8 formats come from ml_dtypes."""
+    if isinstance(name, str) and name in _ML_FLOATS:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise TypeError(f"to(): {name!r} is not a number format (try np.float32, np.float16 or 'bfloat16')") from None
+
+
 def _lift(x, like: "Tensor") -> "Tensor":
     """The other operand of ``like`` as a Tensor, with PyTorch's rule for plain numbers.
 
@@ -467,6 +479,25 @@ class Tensor:
         except IndexError as err:
             raise IndexError(f"indexing a tensor of shape {self.data.shape}: {err}") from None
         return apply("getitem", self, index=index)
+
+    # --- changing the number format ----------------------------------------------------------------
+    def to(self, dtype):
+        """The same numbers in another format (``np.float16``, ``"bfloat16"``, ...); the gradient flows back
+        converted to this tensor's format, as with PyTorch's ``.to(dtype)``."""
+        dtype = _dtype(dtype)
+        return self if dtype == self.dtype else apply("cast", self, dtype=dtype)
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def half(self):
+        return self.to(np.float16)
+
+    def bfloat16(self):
+        return self.to("bfloat16")
 
     # --- looking at it ---------------------------------------------------------------------------
     @property
