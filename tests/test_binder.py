@@ -5,11 +5,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pins(path):
-    """{package: version} from a requirements file, ignoring comments, options and -e lines."""
+    """{package: version} from a requirements file (and the files it includes with -r), ignoring
+    comments, other options and -e lines."""
     found = {}
     for line in (ROOT / path).read_text().splitlines():
         line = line.split("#")[0].strip()
-        if line and not line.startswith("-"):
+        if line.startswith("-r "):
+            found.update(pins(str(Path(path).parent / line[3:].strip())))
+        elif line and not line.startswith("-"):
             name, _, version = line.partition("==")
             assert version, f"{path}: {line!r} is not pinned with =="
             found[name.strip().lower()] = version.strip()
@@ -36,6 +39,11 @@ def test_binder_installs_haaw_itself_and_needs_no_system_binary():
 
 
 def test_requirements_install_haaw_and_pin_everything():
-    lines = (ROOT / "requirements.txt").read_text().splitlines()
-    assert "-e ." in lines
+    lines = (ROOT / "requirements-no-torch.txt").read_text().splitlines()
+    assert "-e ." in lines and "-r requirements-no-torch.txt" in (ROOT / "requirements.txt").read_text()
     assert {"numpy", "matplotlib", "ipywidgets", "jupyterlab", "pytest", "nbval", "torch"} <= set(pins("requirements.txt"))
+
+
+def test_the_no_torch_requirements_are_everything_but_torch():
+    assert pins("requirements.txt") == pins("requirements-no-torch.txt") | {"torch": pins("requirements.txt")["torch"]}
+    assert "torch" not in pins("requirements-no-torch.txt")

@@ -57,6 +57,17 @@ BROKEN = {"cells": [{"cell_type": "code", "execution_count": None, "id": "broken
     "nbformat": 4, "nbformat_minor": 5}
 
 
+# The code exercise a learner types into, in JupyterLab: a wrong ReLU backward, then a right one.
+TYPED_EXERCISE = {
+    "notebook": "04_gradient_flow.ipynb",
+    "key": "04-relu-backward",
+    "wrong": "def relu_backward(y, G):\n    return G * (y >= 0)\n\ncheck(\"04-relu-backward\", relu_backward)",
+    "named": "This looks like y >= 0 as the mask",
+    "right": "def relu_backward(y, G):\n    return G * (y > 0)\n\ncheck(\"04-relu-backward\", relu_backward)",
+    "accepted": "✓ Correct: relu_backward passed all",
+}
+
+
 def _missing() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
@@ -187,10 +198,46 @@ def run_in_lab(context, lab, relpath: str, shots: Path | None = None) -> list[st
                 problems += _move_first_slider(page, cell, handles.first, where)
                 if shots:
                     cell.screenshot(path=str(shots / f"{Path(name).stem}-cell{index:02d}.png"))
+        if name == TYPED_EXERCISE["notebook"]:
+            problems += exercise_round_trip(page, cells, name)
         if shots:
             page.screenshot(path=str(shots / f"{Path(name).stem}.png"))
     finally:
         page.close()
+    return problems
+
+
+def type_into_cell(page, cell, source: str) -> str:
+    """Replace a code cell's text the way a learner would (select all, type), run it, return its output."""
+    before = cell.locator(".jp-InputPrompt").inner_text()
+    editor = cell.locator(".cm-content")
+    editor.scroll_into_view_if_needed()
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(source)  # typed text, without the editor's auto-indent and auto-brackets
+    page.keyboard.press("Shift+Enter")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        prompt = cell.locator(".jp-InputPrompt").inner_text()
+        if prompt != before and "*" not in prompt:
+            return cell.locator(".jp-OutputArea").inner_text()
+        page.wait_for_timeout(100)
+    raise AssertionError(f"the typed cell did not finish running (prompt {prompt!r})")
+
+
+def exercise_round_trip(page, cells, name: str) -> list[str]:
+    """In notebook ``name``, type a wrong answer into the code exercise, then a right one."""
+    index = next((i for i in range(cells.count()) if f'check("{TYPED_EXERCISE["key"]}"' in cells.nth(i).inner_text()),
+                 None)
+    if index is None:
+        return [f"{name}: no cell checks {TYPED_EXERCISE['key']}"]
+    cell, problems = cells.nth(index), []
+    shown = type_into_cell(page, cell, TYPED_EXERCISE["wrong"])
+    if TYPED_EXERCISE["named"] not in shown:
+        problems.append(f"{name}, cell {index}: a typed mistake was not named; the cell shows {shown[:300]!r}")
+    shown = type_into_cell(page, cell, TYPED_EXERCISE["right"])
+    if TYPED_EXERCISE["accepted"] not in shown:
+        problems.append(f"{name}, cell {index}: a typed right answer was not accepted; the cell shows {shown[:300]!r}")
     return problems
 
 
