@@ -1,0 +1,32 @@
+"""The memory check of conftest.py can fail: a notebook that grows past the limit fails its last cell."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def notebook(*sources):
+    cells = [{"cell_type": "code", "execution_count": i + 1, "id": f"c{i}", "metadata": {}, "outputs": [],
+              "source": source} for i, source in enumerate(sources)]
+    return json.dumps({"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                    "language": "python"}},
+                       "nbformat": 4, "nbformat_minor": 5})
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="memory is read from Linux's /proc")
+def test_a_notebook_over_the_memory_limit_fails_its_last_cell(pytester, monkeypatch):
+    shutil.copy(ROOT / "conftest.py", pytester.path / "conftest.py")
+    (pytester.path / "big.ipynb").write_text(notebook(
+        "import numpy as np\nheld = np.ones(100 * 2**20 // 8)", "x = 1"))
+    (pytester.path / "small.ipynb").write_text(notebook("x = 1", "y = 2"))
+    monkeypatch.setenv("HAAW_MEMORY_LIMIT_MIB", "130")  # a kernel alone is about 60 MiB; 100 MiB more passes it
+    result = pytester.runpytest_subprocess("--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
+                                           "big.ipynb", "small.ipynb")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*big.ipynb: the kernel and its processes reached * MiB while the notebook ran, "
+                                 "over the 130 MiB a Binder session is guaranteed*",
+                                 "notebook memory (kernel and its processes, peak while it ran): bi * MiB, sm * MiB"])
