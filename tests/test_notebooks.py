@@ -9,6 +9,7 @@ import pytest
 from nbclient import NotebookClient
 
 from haaw.course.exercises import REGISTRY
+from haaw.course.editions import student_notebook
 from haaw.course.exercises.code import CodeExercise
 from haaw.tools.crosscheck import SKIP_NOTE
 
@@ -48,12 +49,26 @@ def test_each_notebook_is_stored_executed_in_order_without_errors(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_each_notebook_runs_without_torch(path, monkeypatch):
+def test_the_student_edition_runs_without_torch_and_every_exercise_is_untouched(path, monkeypatch):
+    """One run checks two things: the course works without PyTorch (every torch cell prints the skip note),
+    and the student edition runs top to bottom with solutions switched off and every exercise untouched."""
     monkeypatch.setenv("HAAW_NO_TORCH", "1")  # the kernel inherits it: torch counts as absent
-    nb = nbformat.read(path, as_version=4)
+    original = nbformat.read(path, as_version=4)
+    nb = student_notebook(nbformat.read(path, as_version=4))
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    assert [c.source for i, c in enumerate(nb.cells) if i != first] == \
+        [c.source for i, c in enumerate(original.cells) if i != first], "otherwise the same notebook"
+    exercises = [c for c in code_cells(nb) if re.search(r"check\(\s*[\"']", c.source)]
+    assert exercises and all(not c.outputs for c in exercises), "exercise outputs cleared"
+    key = re.search(r"check\(\s*[\"']([^\"']+)", exercises[0].source).group(1)
+    nb.cells.append(nbformat.v4.new_code_cell(f"print(solution({key!r}))"))
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     torch_cells = [c for c in code_cells(nb) if "torch" in c.metadata.get("tags", [])]
     assert torch_cells, "the notebook has torch cross-check cells"
     for cell in torch_cells:
         printed = "".join(o.get("text", "") for o in cell.outputs)
         assert printed.strip() == SKIP_NOTE
+    for cell in exercises:
+        printed = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
+        assert "Not attempted yet" in printed, cell.source
+    assert "Solutions are switched off" in code_cells(nb)[-1].outputs[0]["text"]
