@@ -104,7 +104,7 @@ def describe_step(root, start: dict, steps: list, k: int) -> str:
         was = before[id(parent)]
         before[id(parent)] = _plus(was, contribution)
         lines.append(
-            f"  → {_name(parent)}: local d{_name(node)}/d{_name(parent)} = {_fmt(local)}, "
+            f"  → {_name(parent)}: local ∂{_name(node)}/∂{_name(parent)} = {_fmt(local)} (this node alone), "
             f"contribution {_fmt(step.upstream)} × {_fmt(local)} = {_fmt(contribution)}, "
             f"{_name(parent)}.grad {_fmt(was)} += {_fmt(contribution)} → {_fmt(before[id(parent)])}")
     return "\n".join(lines)

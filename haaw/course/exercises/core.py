@@ -8,6 +8,7 @@ whatever the learner passed (a number, a Value, a string, an array, ``None``, th
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -94,8 +95,13 @@ def _as_number(answer):
     if isinstance(answer, (complex, np.complexfloating)) or (hasattr(answer, "dtype") and np.iscomplexobj(answer)):
         return None, f"Expected a real number, got the complex number {answer}: drop the imaginary part yourself if it is 0."
     if isinstance(answer, str):
+        text = answer.strip().replace("_", "").replace(" ", "")
+        if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", text):
+            text = text.replace(",", "")  # 1,000,000: commas between thousands
+        elif "," in text:
+            return None, f"{answer!r:.40}: write the decimal point as a dot (1.64, not 1,64)."
         try:
-            answer = float(answer.strip())
+            answer = float(text)
         except ValueError:
             return None, f"Expected a number, got the text {answer!r:.40}."
     if isinstance(answer, (list, tuple, np.ndarray)) or hasattr(answer, "__array__"):

@@ -3,18 +3,19 @@ from .core import Exercise, register
 
 register(Exercise(
     key="02-fan-out",
-    question="x = 2, L = x·x + 3·x. What is dL/dx?",
-    answer=7,
+    question="x = 3, L = x·x + 4·x. What is dL/dx?",
+    answer=10,
     mistakes={
-        5: "5 counts x·x once. x enters that multiplication twice, and each entry contributes the other factor (2): 2 + 2 + 3.",
-        4: "4 counts only the path through x·x. x also reaches L through 3·x, which contributes 3.",
-        3: "3 counts only the path through 3·x. x·x contributes too.",
-        10: "10 is L itself, the forward value.",
+        7: "7 counts x·x once. x enters that multiplication twice, and each entry contributes the other factor (3): 3 + 3 + 4.",
+        6: "6 counts only the path through x·x. x also reaches L through 4·x, which contributes 4.",
+        4: "4 counts only the path through 4·x. x·x contributes too.",
+        21: "21 is L itself, the forward value.",
+        9: "9 is x·x, a forward value, not a derivative.",
     },
-    hints=("x is used three times: twice in x·x, once in 3·x. Each use sends its own contribution back.",
-           "In x·x, each of the two entries contributes the other factor, x = 2. In 3·x, x contributes 3.",
+    hints=("x is used three times: twice in x·x, once in 4·x. Each use sends its own contribution back.",
+           "In x·x, each of the two entries contributes the other factor, x = 3. In 4·x, x contributes 4.",
            "Contributions from several uses are added."),
-    solution="x·x contributes x + x = 4 (one per entry), 3·x contributes 3: dL/dx = 4 + 3 = 7 (= 2x + 3).",
+    solution="x·x contributes x + x = 6 (one per entry), 4·x contributes 4: dL/dx = 6 + 4 = 10 (= 2x + 4).",
 ))
 
 register(Exercise(
@@ -34,17 +35,23 @@ register(Exercise(
 
 register(Exercise(
     key="02-passes",
-    question="A model has 1,000,000 parameters and one scalar loss. How many forward-mode passes "
-             "give the whole gradient?",
-    answer=1_000_000,
+    question="A neuron has 8 weights and a bias, and one scalar loss. How many forward-mode passes "
+             "give its whole gradient?",
+    answer=9,
     mistakes={
-        1: "1 is reverse mode's count: one backward pass. Forward mode carries one input direction per pass.",
+        1: "1 is the number of backward passes reverse mode needs. Forward mode carries the derivative with "
+           "respect to one parameter per pass.",
         2: "2 is one forward plus one backward pass: that is reverse mode.",
-        2_000_000: "Forward mode computes values and derivatives in the same pass, one pass per parameter.",
+        8: "8 forgets the bias: it is a parameter too, and needs a pass of its own.",
+        10: "10 adds a pass for the loss itself; forward mode computes the value alongside each derivative, "
+            "in the same pass.",
+        18: "Forward mode computes values and derivatives in the same pass: one pass per parameter, not two.",
     },
-    hints=("Forward mode pushes d/dθ for one chosen θ through the whole computation.",
-           "One pass tells you how the loss moves when one parameter moves."),
-    solution="One pass per parameter: 1,000,000 forward-mode passes, against one backward pass in reverse mode.",
+    hints=("Forward mode pushes d/dθ for one chosen parameter θ through the whole computation.",
+           "One pass tells you how the loss moves when one parameter moves. Count the parameters: weights "
+           "and bias."),
+    solution="One pass per parameter: 8 weights + 1 bias = 9 forward-mode passes, against one forward and one "
+             "backward pass in reverse mode.",
 ))
 
 
