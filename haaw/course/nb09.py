@@ -75,6 +75,37 @@ def ring_all_reduce(buffers: list[np.ndarray]) -> tuple[list[np.ndarray], float]
     return results, sent / n
 
 
+def ring_trace(workers: int = 3) -> str:
+    """A ring all-reduce drawn as text: which workers' contributions each chunk holds after every step.
+
+    Worker i cuts its buffer into chunks A, B, C, ...; "B12" is the sum of workers 1's and 2's copies of
+    chunk B. Each step, every worker sends one chunk to its right-hand neighbour (the last worker's goes
+    to worker 0): in reduce-scatter the receiver adds it to its own copy, in all-gather it replaces it.
+    """
+    n = workers
+    names = [chr(ord("A") + c) for c in range(n)]
+    held = [[{i} for _ in range(n)] for i in range(n)]  # held[i][c]: whose contributions worker i's chunk c sums
+
+    def row(label):
+        cells = ["  ".join(f"{names[c]}{''.join(map(str, sorted(held[i][c])))}".ljust(n + 1) for c in range(n))
+                 for i in range(n)]
+        return (f"{label:<18}" + "   ".join(cells)).rstrip()
+
+    width = n * (n + 1) + 2 * (n - 1)
+    lines = [(" " * 18 + "   ".join(f"worker {i}".ljust(width) for i in range(n))).rstrip(), row("start")]
+    for step in range(n - 1):
+        sent = [(i, (i - step) % n, set(held[i][(i - step) % n])) for i in range(n)]
+        for i, c, contributions in sent:
+            held[(i + 1) % n][c] |= contributions
+        lines.append(row(f"reduce-scatter {step + 1}"))
+    for step in range(n - 1):
+        sent = [(i, (i + 1 - step) % n, set(held[i][(i + 1 - step) % n])) for i in range(n)]
+        for i, c, contributions in sent:
+            held[(i + 1) % n][c] = contributions
+        lines.append(row(f"all-gather {step + 1}"))
+    return "\n".join(lines)
+
+
 def ring_bytes_per_worker(workers: int, nbytes: float) -> float:
     """What the formula says each worker sends in a ring all-reduce of ``nbytes``."""
     return 2 * (workers - 1) / workers * nbytes

@@ -87,15 +87,32 @@ def generate(model: TinyGPT, tokenizer: CharTokenizer, prompt: str, length: int,
 
 
 GLOSSARY = [
-    ("gradient", "how much the loss changes per unit change of each parameter, one number per parameter"),
-    ("backpropagation", "computing every gradient of one loss in a single backward pass, by the chain rule in reverse order"),
-    ("upstream gradient", "dL/d(output), the number a node receives from later in the graph during backward"),
-    ("local derivative", "how fast a node's output moves with one of its inputs, using only forward values"),
-    ("vector-Jacobian product", "the upstream gradient pushed through an operation without ever building its Jacobian"),
-    ("optimizer", "what turns gradients into a change of the parameters; not part of backpropagation"),
+    ("gradient", "one number per parameter: how fast the loss changes when that parameter alone is nudged"),
+    ("derivative", "how fast one quantity changes, locally, when another quantity it depends on changes a little"),
+    ("chain rule", "the rule that multiplies the derivatives of the links of a composed function to give the "
+                   "derivative of the whole"),
+    ("computation graph", "the values of a computation and the operations joining them: a record of what depends "
+                          "on what"),
+    ("upstream gradient", "dL/d(output): what an operation receives during backward from the computation that "
+                          "came after it"),
+    ("local derivative", "how fast one operation's output moves with one of its inputs, known from forward values "
+                         "alone"),
+    ("backpropagation", "computing the gradient of one loss for every parameter in a single pass, by the chain "
+                        "rule in reverse dependency order"),
+    ("automatic differentiation", "software that records the operations of a program, then derives and runs "
+                                  "their derivative computations, so nobody writes them by hand"),
+    ("reverse-mode differentiation", "the strategy that pays off when one scalar output depends on many inputs: "
+                                     "one pass backward gives the derivative for every input"),
+    ("vector-Jacobian product", "the upstream gradient pushed through an operation without ever building its "
+                                "Jacobian"),
+    ("gradient accumulation", "adding up the gradients of several microbatches before one optimizer update"),
+    ("optimizer", "what turns gradients into a change of the parameters; it uses what backpropagation computed, "
+                  "and is no part of it"),
     ("activation checkpointing", "keeping only some forward values and recomputing the rest during backward"),
     ("loss scaling", "multiplying the loss before backward so small 16-bit gradients do not become zero"),
     ("all-reduce", "the collective operation that leaves every worker with the sum of all workers' gradients"),
+    ("emerges", "said of useful behaviour that appears from the accumulated effect of many small updates: an "
+                "observed result of the optimization, not an extra hidden mechanism"),
 ]
 TERMS = sorted(term for term, _ in GLOSSARY)
 
@@ -120,7 +137,7 @@ def glossary_quiz():
     """A dropdown of terms beside each definition, and a button that checks them all."""
     import ipywidgets as widgets
 
-    choosers = [widgets.Dropdown(options=["?"] + TERMS, value="?", layout=widgets.Layout(width="230px"))
+    choosers = [widgets.Dropdown(options=["?"] + TERMS, value="?", layout=widgets.Layout(width="250px"))
                 for _ in GLOSSARY]
     rows = [widgets.HBox([chooser, widgets.HTML(definition)]) for chooser, (_, definition) in zip(choosers, GLOSSARY)]
     button, result = widgets.Button(description="check my answers"), widgets.HTML()

@@ -13,3 +13,155 @@ def test_08_masking_after_the_reduction_makes_the_gradient_depend_on_padding_len
     for a, b in zip(right_short, right_long):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)  # same data, same gradient
     assert np.linalg.norm(wrong_short[0]) == pytest.approx(2 * np.linalg.norm(wrong_long[0]), rel=1e-9)
+
+
+def _step(model, lr=0.1):
+    """One SGD step on notebook 08's test batch; returns each parameter's largest move."""
+    from haaw.course.nb08 import masked_mean, padded_batch, token_losses
+    from haaw.optim import SGD
+
+    inputs, targets, mask = padded_batch()
+    before = [p.data.copy() for p in model.parameters()]
+    optimizer = SGD(model.parameters(), lr=lr)
+    optimizer.zero_grad()
+    masked_mean(token_losses(model, inputs, targets), mask).backward()
+    optimizer.step()
+    return [float(np.max(np.abs(p.data - b))) for p, b in zip(model.parameters(), before)]
+
+
+def test_08_a_module_attribute_freezes_nothing_requires_grad_false_freezes_the_layer():
+    from haaw.course.nb08 import make_model
+
+    model = make_model()
+    model.layers[0].requires_grad = False  # the attribute of the module: nothing frozen
+    assert all(p.requires_grad for p in model.parameters())
+    assert all(moved > 1e-4 for moved in _step(model))
+
+    model = make_model()
+    model.layers[0].requires_grad_(False)
+    first, second = model.layers[0].parameters(), model.layers[1].parameters()
+    assert len(model.parameters()) == 4  # frozen parameters are still listed, as in PyTorch
+    moved = _step(model)
+    assert moved[:2] == [0.0, 0.0] and all(p.grad is None for p in first)
+    assert all(m > 1e-4 for m in moved[2:]) and all(p.grad is not None for p in second)
+
+
+def test_08_the_audit_checks_frozen_parameters_and_flags_one_that_got_a_gradient():
+    from haaw.course.nb08 import make_model, masked_mean, padded_batch, token_losses
+    from haaw.optim import SGD
+    from haaw.tools.audit import audit
+
+    model = make_model()
+    model.layers[0].freeze()
+    report = audit(model, token_losses, masked_mean, padded_batch(), optimizer=SGD(model.parameters(), lr=0.1))
+    assert report.ok and "frozen parameters untouched" in str(report)
+    inputs, targets, mask = padded_batch()
+    model = make_model()
+    masked_mean(token_losses(model, inputs, targets), mask).backward()
+    for p in model.layers[0].parameters():  # frozen by hand after a backward: the old gradient stays
+        p.requires_grad = False
+    report = audit(model, token_losses, masked_mean, padded_batch(), optimizer=SGD(model.parameters(), lr=0.1))
+    assert "frozen parameters untouched" in report.failed
+
+
+def test_08_version_counters_catch_an_in_place_edit_but_not_one_through_data():
+    from haaw import Tensor
+
+    x = Tensor(np.array([1.0, 2.0, 3.0]))
+    w = Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    loss = (x * w).sum()
+    x += 10.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        loss.backward()
+
+    x = Tensor(np.array([1.0, 2.0, 3.0]))
+    w = Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    loss = (x * w).sum()
+    x.data += 10.0
+    loss.backward()  # no error, and the gradient comes from the edited numbers
+    np.testing.assert_array_equal(w.grad, [11.0, 12.0, 13.0])
+
+    torch = pytest.importorskip("torch")
+    x_t = torch.tensor([1.0, 2.0, 3.0])
+    w_t = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    loss_t = (x_t * w_t).sum()
+    x_t += 10.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss_t.backward()
+    x_t = torch.tensor([1.0, 2.0, 3.0])
+    w_t = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    loss_t = (x_t * w_t).sum()
+    x_t.data += 10.0
+    loss_t.backward()
+    np.testing.assert_array_equal(w_t.grad.numpy(), [11.0, 12.0, 13.0])
+
+
+def test_08_the_version_check_catches_an_optimizer_step_between_forward_and_backward():
+    from haaw.course.nb08 import make_model, masked_mean, padded_batch, token_losses
+    from haaw.optim import SGD
+
+    inputs, targets, mask = padded_batch()
+    model = make_model()
+    optimizer = SGD(model.parameters(), lr=0.1)
+    masked_mean(token_losses(model, inputs, targets), mask).backward()
+    loss = masked_mean(token_losses(model, inputs, targets), mask)
+    optimizer.step()
+    with pytest.raises(RuntimeError, match="modified in place"):
+        loss.backward()
+
+
+def _cubes():
+    from haaw import Function
+
+    class Cube(Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.a = a
+            return a**3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.a**2
+
+    class FixedCube(Cube):
+        @staticmethod
+        def backward(ctx, g):
+            return 3 * g * ctx.a**2
+
+    return Cube, FixedCube
+
+
+def test_08_the_healthy_step_passes_and_the_cube_and_halved_uneven_microbatches_fail():
+    from haaw.course.nb08 import make_model, masked_mean, padded_batch, token_losses
+    from haaw.optim import SGD
+    from haaw.tools.audit import audit
+
+    Cube, FixedCube = _cubes()
+    x0 = np.array([0.5, -1.0, 2.0])
+    model = make_model()
+    model.layers[0].freeze()
+    healthy = audit(model, token_losses, masked_mean, padded_batch(), optimizer=SGD(model.parameters(), lr=0.1),
+                    custom_ops=[(FixedCube.apply, (x0,))])
+    assert healthy.ok, str(healthy)
+    sick = audit(model, token_losses, masked_mean, padded_batch(), optimizer=SGD(model.parameters(), lr=0.1),
+                 custom_ops=[(Cube.apply, (x0,))], accumulation=2, accumulation_scale=0.5)
+    assert sick.failed == ["gradcheck of Cube", "accumulation over 2 microbatches"]
+    mask = padded_batch()[2]
+    assert [mask[:2].sum(), mask[2:].sum()] == [9, 7]  # "the first two rows 9, the last two 7"
+
+
+def test_08_the_first_failing_check_of_each_exercise_step():
+    from haaw.course.exercises.nb08 import buggy_loss, per_token_loss
+    from haaw.course.nb08 import make_model, padded_batch, token_losses
+    from haaw.tools.audit import audit
+
+    step_a = lambda L, m: ((L * m).sum(dim=1) / m.sum(axis=1)).mean()
+    step_b = lambda L, m: (L * m).sum() / float(m.sum())
+    step_c = lambda L, m: L.mean() * float(m.mean() > 0)
+    assert audit(make_model(), token_losses, step_a, padded_batch()).failed[0] == "loss unit"
+    same = padded_batch(lengths=(5, 5, 5, 5))
+    b = audit(make_model(), token_losses, step_b, same, accumulation=2, accumulation_scale=1.0)
+    assert b.failed == ["accumulation over 2 microbatches"]
+    assert audit(make_model(), token_losses, step_c, padded_batch()).failed[0] == "mask before the reduction"
+    assert not audit(make_model(), token_losses, buggy_loss, padded_batch()).ok
+    assert audit(make_model(), token_losses, per_token_loss, padded_batch()).ok

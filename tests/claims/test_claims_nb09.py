@@ -34,3 +34,113 @@ def test_09_averaging_over_workers_equals_the_big_batch_simulated_and_real():
     per_process = all_reduce_with_torch([(x[:32], y[:32]), (x[32:], y[32:])], weights)
     for grads in per_process:
         np.testing.assert_allclose(np.concatenate([g.ravel() for g in grads]), big, rtol=1e-12, atol=1e-15)
+
+
+def _flat(arrays):
+    return np.concatenate([a.ravel() for a in arrays])
+
+
+def test_09_simulated_data_parallel_training_keeps_every_worker_equal_to_one_big_batch():
+    from haaw.course.exercises.nb09 import ring_all_reduce
+    from haaw.course.nb09 import initial_weights, make_data, model_with, summed_loss
+    from haaw.optim import SGD
+
+    x, y = make_data(64)
+    weights = initial_weights()
+    shards = np.array_split(np.arange(64), 4)
+    replicas = [model_with(weights) for _ in shards]
+    optimizers = [SGD(r.parameters(), lr=0.1) for r in replicas]
+    single = model_with(weights)
+    single_optimizer = SGD(single.parameters(), lr=0.1)
+    for _ in range(20):
+        local = []
+        for replica, optimizer, rows in zip(replicas, optimizers, shards):
+            optimizer.zero_grad()
+            (summed_loss(replica, x[rows], y[rows]) / len(rows)).backward()
+            local.append(_flat([p.grad for p in replica.parameters()]))
+        for replica, optimizer, total in zip(replicas, optimizers, ring_all_reduce(local)):
+            sizes = np.cumsum([p.data.size for p in replica.parameters()])[:-1]
+            for p, piece in zip(replica.parameters(), np.split(total / 4, sizes)):
+                p.grad = piece.reshape(p.shape)
+            optimizer.step()
+        single_optimizer.zero_grad()
+        (summed_loss(single, x, y) / 64).backward()
+        single_optimizer.step()
+    final = [_flat([p.data for p in r.parameters()]) for r in replicas]
+    for w in final[1:]:
+        np.testing.assert_array_equal(w, final[0])  # the workers agree bit for bit
+    start = _flat(weights)
+    assert np.max(np.abs(final[0] - start)) > 1e-2  # they did train
+    np.testing.assert_allclose(final[0], _flat([p.data for p in single.parameters()]), rtol=1e-12, atol=1e-14)
+
+
+def test_09_averaging_per_worker_token_means_is_wrong_and_summing_token_weighted_losses_is_right():
+    from haaw.course.exercises.nb09 import microbatch_loss, ring_all_reduce
+    from haaw.course.nb08 import gradient, make_model, masked_mean, padded_batch, token_losses
+
+    inputs, targets, mask = padded_batch(lengths=(6, 3, 5, 2))
+    _, big = gradient(make_model(), masked_mean, (inputs, targets, mask))
+    halves = (slice(0, 2), slice(2, 4))
+    assert [mask[h].sum() for h in halves] == [9, 7]
+    total = float(mask.sum())
+
+    def worker_grads(loss):
+        out = []
+        for rows in halves:
+            model = make_model()
+            loss(token_losses(model, inputs[rows], targets[rows]), mask[rows]).backward()
+            out.append(_flat([p.grad for p in model.parameters()]))
+        return out
+
+    averaged = ring_all_reduce(worker_grads(masked_mean))[0] / 2
+    assert np.max(np.abs(averaged - _flat(big))) > 1e-3
+    summed = ring_all_reduce(worker_grads(lambda L, m: microbatch_loss(L, m, total)))[0]
+    np.testing.assert_allclose(summed, _flat(big), rtol=1e-12, atol=1e-15)
+    # the weights a token gets: 1/(2·9) and 1/(2·7) against 1/16
+    assert round(1 / 18, 4) == 0.0556 and round(1 / 14, 4) == 0.0714 and round(1 / total, 4) == 0.0625
+
+
+def test_09_the_ring_takes_2_n_minus_1_steps_and_every_worker_ends_with_every_contribution():
+    from haaw.course.nb09 import ring_trace
+
+    for n in (2, 3, 5):
+        lines = ring_trace(n).splitlines()
+        steps = [line for line in lines if line.startswith(("reduce-scatter", "all-gather"))]
+        assert len(steps) == 2 * (n - 1)
+        everyone = "".join(str(i) for i in range(n))
+        final = lines[-1].split()[2:]  # after "all-gather k"
+        assert len(final) == n * n and all(cell[1:] == everyone for cell in final)
+        # after the reduce-scatter each worker holds exactly one finished chunk
+        after_rs = lines[n].split()[2:]  # header, start, then n − 1 reduce-scatter lines
+        per_worker = [after_rs[i * n:(i + 1) * n] for i in range(n)]
+        assert all(sum(cell[1:] == everyone for cell in cells) == 1 for cells in per_worker)
+
+
+def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model():
+    from haaw.course.nb09 import ring_bytes_per_worker
+
+    sent = [ring_bytes_per_worker(n, 14.0) for n in (2, 4, 8, 16, 64, 256)]
+    assert sent == sorted(sent) and max(sent) < 28.0 and sent[1] == 21.0
+    latency, bandwidth = 10e-6, 50e9
+
+    def parts(n, size):
+        return 2 * (n - 1) * latency, ring_bytes_per_worker(n, size) / bandwidth
+
+    assert all(lat < bw / 10 for lat, bw in (parts(n, 14e9) for n in (8, 64, 256, 1024)))
+    bucket = 25 * 2**20
+    assert parts(8, bucket)[0] < parts(8, bucket)[1] and parts(64, bucket)[0] > parts(64, bucket)[1]
+
+
+def test_09_the_course_ring_and_the_exercise_reference_agree_and_the_count_matches_the_formula():
+    from haaw.course.exercises.nb09 import ring_all_reduce as reference
+    from haaw.course.nb09 import ring_all_reduce, ring_bytes_per_worker
+
+    rng = np.random.default_rng(1)
+    for n, length in ((1, 4), (3, 7), (4, 81), (6, 5)):
+        buffers = [rng.standard_normal(length) for _ in range(n)]
+        counted, sent = ring_all_reduce(buffers)
+        for a, b in zip(counted, reference(buffers)):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(a, np.sum(buffers, axis=0), rtol=1e-12, atol=1e-14)
+        if length % n == 0:
+            assert sent == ring_bytes_per_worker(n, buffers[0].nbytes)

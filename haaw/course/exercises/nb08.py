@@ -3,7 +3,7 @@ from .core import Exercise, register
 
 CHECKS = ("gradients zeroed", "mask before the reduction", "independent of padding length", "loss unit",
           "gradient norm", "frozen parameters untouched", "accumulation")
-READ = "Run the audit on this step and read the first line marked ✗."
+READ = "Run the audit in the cell below your answer and read the first line marked ✗."
 
 
 def _others(right: str) -> dict:
@@ -13,7 +13,7 @@ def _others(right: str) -> dict:
 register(Exercise(
     key="08-bug-a",
     question="Step A: which audit check fails first?",
-    answer=("loss unit",),
+    answer=("loss unit", "unit", "unit of the loss"),
     mistakes=_others("loss unit"),
     hints=("Padding is handled correctly in step A; look at how the rows are combined.",
            "A mean of per-row means gives every sequence the same weight, however many tokens it has."),
@@ -25,7 +25,8 @@ register(Exercise(
 register(Exercise(
     key="08-bug-b",
     question="Step B: which audit check fails first?",
-    answer=("accumulation", "accumulation over 2 microbatches"),
+    answer=("accumulation", "accumulation over 2 microbatches", "accumulation over two microbatches",
+            "gradient accumulation"),
     mistakes=_others("accumulation"),
     hints=("Step B is run as two microbatches. Compare their summed gradient with one big batch.",
            "Each microbatch loss is already a full mean; adding two of them doubles the gradient."),
@@ -37,7 +38,7 @@ register(Exercise(
 register(Exercise(
     key="08-bug-c",
     question="Step C: which audit check fails first?",
-    answer=("mask before the reduction",),
+    answer=("mask before the reduction", "mask before reducing", "mask", "masking"),
     mistakes=_others("mask before the reduction"),
     hints=("Step C does use the mask. But when?", "Look at what happens to a padded position's loss before the mask is applied."),
     solution="mask before the reduction: step C averages over every position, padding included, and only then "

@@ -17,17 +17,17 @@ register(Exercise(
 
 register(Exercise(
     key="09-token-weight",
-    question="A batch has 100 real tokens in total; one microbatch holds 30 of them. For a per-token loss, "
+    question="A batch has 40 real tokens in total; one microbatch holds 12 of them. For a per-token loss, "
              "the microbatch's *summed* token loss must be divided by what?",
-    answer=100,
+    answer=40,
     mistakes={
-        30: "Dividing by its own 30 tokens gives that microbatch's mean, weighting its tokens differently from "
+        12: "Dividing by its own 12 tokens gives that microbatch's mean, weighting its tokens differently from "
             "the other microbatches'. Divide by the whole batch's real tokens.",
         1: "A plain sum grows with the batch: divide by the number of real tokens in the whole batch.",
     },
     hints=("The big-batch per-token loss is (sum over all real tokens) / (number of real tokens).",
            "Each microbatch contributes its part of the numerator; the denominator is shared."),
-    solution="100, the real tokens of the whole batch: then every token weighs 1/100, whichever microbatch it is in.",
+    solution="40, the real tokens of the whole batch: then every token weighs 1/40, whichever microbatch it is in.",
 ))
 
 register(Exercise(

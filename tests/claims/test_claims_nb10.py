@@ -1,0 +1,134 @@
+"""The claims of notebook 10: each figure or causal claim the notebook states, asserted."""
+import re
+import time
+
+import numpy as np
+import pytest
+
+import haaw.nn.functional as F
+from haaw.course.nb10 import GLOSSARY, CharTokenizer, TinyGPT, generate, load_story, random_batch
+from haaw.optim import SGD, Adam
+
+STORY = load_story()
+TOKENIZER = CharTokenizer(STORY)
+DATA = TOKENIZER.encode(STORY)
+
+
+def _train(model, optimizer, steps, seed=0):
+    rng = np.random.default_rng(seed)
+    losses = []
+    for _ in range(steps):
+        x, y = random_batch(DATA, 16, 32, rng)
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x).reshape(-1, len(TOKENIZER)), y.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.fixture(scope="module")
+def trained():
+    model = TinyGPT(len(TOKENIZER), seed=0)
+    return model, _train(model, Adam(model.parameters(), lr=3e-3), 300)
+
+
+def test_10_the_model_has_38_parameter_tensors_and_the_story_31_characters():
+    model = TinyGPT(len(TOKENIZER), dim=32, heads=4, layers=2, context=32, seed=0)
+    assert len(model.parameters()) == 38 and sum(p.numel() for p in model.parameters()) == 28_511
+    assert len(TOKENIZER) == 31 and len(STORY) == 1873
+
+
+def test_10_the_first_loss_is_near_ln_31_the_loss_of_knowing_nothing():
+    model = TinyGPT(len(TOKENIZER), seed=0)
+    first = _train(model, Adam(model.parameters(), lr=3e-3), 1)[0]
+    assert abs(first - np.log(31)) < 0.05
+
+
+def test_10_backward_counts_about_twice_the_forward_flops_nearly_all_in_matrix_products():
+    from haaw.tools.flops import count_flops
+
+    model = TinyGPT(len(TOKENIZER), seed=0)
+    x, y = random_batch(DATA, 16, 32, np.random.default_rng(0))
+    with count_flops() as counter:
+        F.cross_entropy(model(x).reshape(-1, len(TOKENIZER)), y.reshape(-1)).backward()
+    assert 1.9 < counter.total_backward / counter.total_forward < 2.05
+    products = lambda side: (side["linear"] + side["matmul"])
+    assert products(counter.forward) / counter.total_forward > 0.9
+    assert products(counter.backward) / counter.total_backward > 0.9
+
+
+def _fastest(fn, repeats=10):
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_10_a_cube_by_numpy_s_power_costs_more_than_a_matrix_product_with_64_times_its_flops():
+    import inspect
+
+    from threadpoolctl import threadpool_limits
+
+    assert "x**3" in inspect.getsource(F.gelu)  # the engine's GELU computes its cube with NumPy's power
+
+    h = np.random.default_rng(0).standard_normal((16, 32, 128))
+    a, W = np.random.default_rng(1).standard_normal((512, 32)), np.random.default_rng(2).standard_normal((32, 128))
+    with threadpool_limits(1):
+        cube, products, square, matmul = (_fastest(f) for f in (lambda: h**3, lambda: h * h * h, lambda: h**2,
+                                                               lambda: a @ W))
+    assert 2 * 512 * 32 * 128 == 64 * h.size
+    assert cube > 3 * matmul and cube > 10 * products and cube > 10 * square  # squares take the fast path
+    assert matmul < 1e-3  # "a fraction of a millisecond"
+
+
+def test_10_your_adam_step_gives_the_engine_s_losses_and_weights():
+    from haaw.course.exercises import check, yours
+    from haaw.course.exercises.nb10 import adam_step
+
+    assert check("10-adam-step", adam_step).correct
+    engine = TinyGPT(len(TOKENIZER), seed=0)
+    engine_losses = _train(engine, Adam(engine.parameters(), lr=3e-3), 4)
+    with yours(adam=adam_step) as plugged:
+        assert plugged.all
+        mine = TinyGPT(len(TOKENIZER), seed=0)
+        my_losses = _train(mine, Adam(mine.parameters(), lr=3e-3), 4)
+    np.testing.assert_allclose(my_losses, engine_losses, rtol=1e-12)
+    for p, q in zip(mine.parameters(), engine.parameters()):
+        np.testing.assert_allclose(p.data, q.data, rtol=1e-12, atol=1e-15)
+
+
+def test_10_after_training_a_handful_of_story_words_where_there_were_none(trained):
+    model, losses = trained
+    assert np.mean(losses[:20]) > np.mean(losses[-20:]) + 1.0
+    untrained = TinyGPT(len(TOKENIZER), dim=32, heads=4, layers=2, context=32, seed=0)
+    story_words = set(re.findall("[a-z]+", STORY))
+    counts = []
+    for sample in (generate(untrained, TOKENIZER, "the ", 100), generate(model, TOKENIZER, "the ", 160)):
+        words = re.findall("[a-z]+", sample[4:])
+        known = [w for w in words if w in story_words]
+        counts.append((known, words, sample))
+    (known_before, _, _), (known_after, words_after, sample_after) = counts
+    assert known_before == []
+    assert 3 <= len(known_after) < len(words_after) / 2  # "a handful", "the rest are inventions"
+    assert all(len(w) <= 4 for w in known_after)  # "short and frequent ones"
+    assert "\n" in sample_after.strip() and " " in sample_after
+
+
+def test_10_adam_is_ahead_of_sgd_after_100_steps(trained):
+    _, adam_losses = trained
+    model = TinyGPT(len(TOKENIZER), seed=0)
+    sgd_losses = _train(model, SGD(model.parameters(), lr=0.3), 100)
+    assert np.mean(adam_losses[80:100]) < np.mean(sgd_losses[-20:])
+
+
+def test_10_the_glossary_covers_the_source_s_ten_terms_and_emerges():
+    terms = {term for term, _ in GLOSSARY}
+    assert {"backpropagation", "derivative", "gradient", "chain rule", "computation graph", "upstream gradient",
+            "automatic differentiation", "reverse-mode differentiation", "gradient accumulation",
+            "optimizer", "emerges"} <= terms
+    definitions = dict(GLOSSARY)
+    assert "not an extra hidden mechanism" in definitions["emerges"]
+    assert "no part of it" in definitions["optimizer"]  # backpropagation versus optimizer
