@@ -38,23 +38,3 @@ def describe_matmul_gradients(B: int, n: int, m: int) -> str:
         f"flops: forward {r['flops']['forward']:,}, dW {r['flops']['dW']:,}, dX {r['flops']['dX']:,}",
     ])
 
-
-def time_linear_layer(B: int, n: int, m: int, input_needs_grad: bool, reps: int = 15) -> tuple[float, float]:
-    """Median seconds of Y = XW forward and of its backward, with or without a gradient for X."""
-    import statistics
-    import time
-
-    rng = np.random.default_rng(0)
-    X = Tensor(rng.standard_normal((B, n)).astype(np.float32), requires_grad=input_needs_grad)
-    W = Tensor(rng.standard_normal((n, m)).astype(np.float32), requires_grad=True)
-    G = rng.standard_normal((B, m)).astype(np.float32)
-    forward, backward = [], []
-    for _ in range(reps + 2):  # the first two warm up
-        start = time.perf_counter()
-        Y = X @ W
-        middle = time.perf_counter()
-        Y.backward(G)
-        end = time.perf_counter()
-        forward.append(middle - start)
-        backward.append(end - middle)
-    return statistics.median(forward[2:]), statistics.median(backward[2:])

@@ -1,9 +1,9 @@
-"""Deep stacks for watching gradients flow: plain, residual, residual + LayerNorm.
+"""Deep stacks for the gradient-flow explorer: plain, residual, residual + LayerNorm.
 
-Each layer is ReLU(LN(h) W + b) with W drawn at ``init_scale`` times He's scale √(2/width),
-the scale at which a plain ReLU layer keeps the signal's size on average. Below it, every
-layer shrinks the gradient by about that factor, above it every layer grows it, so depth turns
-a small factor into a huge one: 0.9⁵⁰ ≈ 0.005, 1.1⁵⁰ ≈ 117.
+Notebook 04 builds the same stacks in its own cells (its ``stack`` function); this copy is the
+explorer's plumbing, drawing the same random numbers in the same order, so that a slider set to
+the notebook's settings shows the notebook's numbers. Each layer is ReLU(LN(h) W) (LN only when
+``normalise``) with W drawn at ``init_scale`` times He's scale √(2/width).
 """
 from __future__ import annotations
 
@@ -32,16 +32,3 @@ def deep_stack_grad_norms(depth: int = 50, *, width: int = 64, init_scale: float
     (h * upstream).sum().backward()
     return np.array(list(recorder.norms().values()))
 
-
-def residual_factor(branch_scale: float = 1e-6, seed: int = 0) -> dict:
-    """dL/dx through y = F(x) and through y = x + F(x), where F's own derivative is ~branch_scale."""
-    rng = np.random.default_rng(seed)
-    x0, W = rng.standard_normal((4, 8)), rng.standard_normal((8, 8)) * branch_scale
-    G = rng.standard_normal((4, 8))
-    result = {}
-    for name, residual in (("plain y = F(x)", False), ("residual y = x + F(x)", True)):
-        x = Tensor(x0, requires_grad=True)
-        branch = (x @ Tensor(W)).tanh()
-        (x + branch if residual else branch).backward(G)
-        result[name] = float(np.linalg.norm(x.grad) / np.linalg.norm(G))
-    return result

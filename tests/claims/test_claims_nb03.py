@@ -22,9 +22,35 @@ def test_03_the_transpose_formulas_agree_with_finite_differences_and_torch():
     np.testing.assert_allclose(X.grad, Xt.grad.numpy(), rtol=1e-12)
 
 
+def test_03_the_bias_gradient_is_the_column_sum_of_G_on_the_exercise_data():
+    from haaw import Tensor
+    from haaw.course.exercises.nb03 import G, W, X
+
+    bias = Tensor(np.zeros(2), requires_grad=True)
+    (Tensor(X, requires_grad=True) @ Tensor(W, requires_grad=True) + bias).backward(G)
+    np.testing.assert_array_equal(bias.grad, [1.0, 4.0])  # the notebook prints dL/db = [1. 4.]
+    np.testing.assert_array_equal(bias.grad, np.sum(G, axis=0))
+
+
+def test_03_the_jacobian_is_mostly_zeros_and_its_transpose_times_G_is_XtG():
+    from haaw.course.exercises.nb03 import G, W, X
+
+    B, n = X.shape
+    m = W.shape[1]
+    # dY[b, j]/dW[i, k] = X[b, i] if j == k else 0, written out entry by entry
+    J = np.array([[X[b, i] * (j == k) for i in range(n) for k in range(m)] for b in range(B) for j in range(m)])
+    assert J.shape == (8, 6)
+    structural = np.array([[j != k for i in range(n) for k in range(m)] for b in range(B) for j in range(m)])
+    assert structural.mean() == 0.5 and np.all(J[structural] == 0)  # at least half, whatever X holds
+    assert f"{np.mean(J == 0):.0%}" == "62%"
+    np.testing.assert_allclose((J.T @ G.ravel()).reshape(n, m), X.T @ G)
+    assert 4096 * 4096 * 4096 * 4 == 274_877_906_944 and round(274_877_906_944 / 1e9) == 275
+
+
 def test_03_backward_costs_2x_the_forward_and_1x_for_the_first_layer():
     from haaw import Tensor
     from haaw.tools.flops import count_flops
+    import haaw.nn.functional as F
 
     for needs_grad, ratio in ((True, 2), (False, 1)):
         x = Tensor(np.ones((8, 5)), requires_grad=needs_grad)
@@ -32,3 +58,100 @@ def test_03_backward_costs_2x_the_forward_and_1x_for_the_first_layer():
         with count_flops() as counter:
             (x @ w).backward(np.ones((8, 3)))
         assert counter.backward["matmul"] == ratio * counter.forward["matmul"] == ratio * 2 * 8 * 5 * 3
+        b = Tensor(np.ones(3), requires_grad=True)
+        x.grad = w.grad = None
+        with count_flops() as counter:
+            F.linear(x, w, b).backward(np.ones((8, 3)))
+        # dW (and dX when the input needs it) are matmuls of the forward's size; db sums 8 rows of 3
+        assert counter.forward["linear"] == 2 * 8 * 5 * 3
+        assert counter.backward["linear"] == ratio * 2 * 8 * 5 * 3 + 8 * 3
+
+
+def test_03_the_mlp_flop_table_and_the_ratio_climbing_toward_2():
+    from haaw import Tensor
+    from haaw.nn import MLP
+    from haaw.tools.flops import count_flops
+    import haaw.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    net = MLP([784, 256, 10], seed=0, dtype=np.float32)
+    with count_flops() as flops:
+        F.cross_entropy(net(Tensor(rng.standard_normal((256, 784)).astype(np.float32))),
+                        rng.integers(0, 10, 256)).backward()
+    layer_1, layer_2 = 2 * 256 * 784 * 256, 2 * 256 * 256 * 10
+    assert flops.forward["linear"] == layer_1 + layer_2 == 104_071_168
+    assert flops.backward["linear"] == layer_1 + 2 * layer_2 + 256 * (256 + 10) == 105_449_984
+    ratios = []
+    for hidden in (1, 4, 16):
+        net = MLP([128] + [128] * hidden + [10], seed=0, dtype=np.float32)
+        with count_flops() as flops:
+            F.cross_entropy(net(Tensor(np.ones((8, 128), dtype=np.float32))), np.zeros(8, dtype=int)).backward()
+        ratios.append(sum(flops.backward.values()) / sum(flops.forward.values()))
+    assert [f"{r:.2f}" for r in ratios] == ["1.08", "1.76", "1.94"]
+    assert ratios[0] < ratios[1] < ratios[2] < 2
+
+
+def test_03_the_softmax_cross_entropy_gradient_is_P_minus_Y_over_B():
+    from haaw import Tensor
+    import haaw.nn.functional as F
+
+    rng = np.random.default_rng(4)
+    z0 = rng.standard_normal((5, 3))
+    targets = np.array([0, 2, 1, 2, 0])
+    z = Tensor(z0, requires_grad=True)
+    F.cross_entropy(z, targets).backward()
+    P = np.exp(z0) / np.exp(z0).sum(axis=1, keepdims=True)
+    expected = (P - np.eye(3)[targets]) / 5
+    np.testing.assert_allclose(z.grad, expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(z.grad.sum(axis=1), 0.0, atol=1e-15)
+
+    def loss(logits):  # written again from the definition: −mean log softmax[target]
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        return -np.mean(shifted[np.arange(5), targets] - np.log(np.exp(shifted).sum(axis=1)))
+
+    h = 1e-6
+    for b, k in ((1, 2), (0, 0), (4, 1)):
+        up, down = z0.copy(), z0.copy()
+        up[b, k] += h
+        down[b, k] -= h
+        assert (loss(up) - loss(down)) / (2 * h) == pytest.approx(expected[b, k], abs=1e-9)
+    torch = pytest.importorskip("torch")
+    zt = torch.tensor(z0, requires_grad=True)
+    torch.nn.functional.cross_entropy(zt, torch.tensor(targets)).backward()
+    np.testing.assert_allclose(zt.grad.numpy(), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_03_the_two_moons_mlp_trains_to_the_same_losses_on_the_learner_s_linear_backward():
+    from haaw import Tensor
+    from haaw.course import datasets
+    from haaw.course.exercises.nb03 import linear_backward
+    from haaw.engine import plugins
+    from haaw.nn import MLP
+    from haaw.optim import SGD
+    import haaw.nn.functional as F
+
+    points, labels = datasets.two_moons(200, noise=0.15, seed=1)
+    calls = []
+
+    def counted(X, W, G):
+        calls.append(1)
+        return linear_backward(X, W, G)
+
+    def train(steps=601):
+        model = MLP([2, 16, 16, 2], activation="tanh", seed=3)
+        optimizer = SGD(model.parameters(), lr=0.5)
+        run = []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(Tensor(points)), labels)
+            loss.backward()
+            optimizer.step()
+            run.append(loss.item())
+        return np.array(run)
+
+    engine = train()
+    with plugins.use(linear=counted):
+        yours = train()
+    assert len(calls) == 3 * 601  # three layers, every step: all their gradients came from linear_backward
+    np.testing.assert_allclose(yours, engine, rtol=0, atol=1e-12)
+    assert f"{engine[0]:.3f}" == "0.671" and f"{engine[-1]:.3f}" == "0.010"

@@ -25,10 +25,15 @@ register(Exercise(
         0.9: "0.9 is what one layer does. There are 50 of them in a row.",
         0.1**50: "0.1 is what each layer takes away, not what it keeps.",
         0.5: "Close in spirit, but work it out: 0.9 multiplied by itself 50 times.",
+        0.9**49: "That is 49 factors of 0.9, one layer short: 50 layers multiply in 50 factors.",
+        0.9**51: "That is 51 factors of 0.9, one too many: 50 layers multiply in 50 factors.",
+        0.0052: "That is the right number rounded to 2 significant digits: give at least 3 (or let Python "
+                "compute 0.9 ** 50).",
     },
     hints=("The chain rule multiplies the local factors along the path.", "0.9 ** 50"),
     solution="0.9⁵⁰ ≈ 0.0052: about half a percent survives. With 1.1 per layer, 1.1⁵⁰ ≈ 117: it explodes.",
     rtol=1e-3,
+    forms=("0.00515", "0.005154", "5.15e-3"),
 ))
 
 register(Exercise(
