@@ -167,13 +167,21 @@ defvjp(div, lambda ctx, g: unbroadcast(g / ctx.b, ctx.a.shape),
 
 def pow(ctx, a, exponent):
     ctx.a, ctx.exponent = a, exponent
-    return a**exponent
+    return _power(a, exponent)
 
 
 def _pow_vjp(ctx, g):
     if ctx.exponent == 0:  # a⁰ = 1 everywhere, so its slope is 0 everywhere, even at a = 0
         return np.zeros_like(g)
-    return g * ctx.exponent * ctx.a ** (ctx.exponent - 1)
+    return g * ctx.exponent * _power(ctx.a, ctx.exponent - 1)
+
+
+def _power(a, n):
+    """aⁿ. A cube is two products: NumPy hands a**3 to its general power routine, about 100 times slower
+    (it squares by a fast path already). Notebook 10 times the difference."""
+    if n == 3:
+        return a * a * a
+    return a**n
 
 
 defvjp(pow, _pow_vjp)
