@@ -152,20 +152,24 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
     return widgets.VBox([widgets.HBox([dims, temp, scaled]), text, picture])
 
 
-def checkpoint_explorer(depth: int = 16):
-    """Checkpoint segments of k blocks: peak memory and recomputed work, as k changes."""
+def checkpoint_explorer(depth: int = 16, measure=None):
+    """Checkpoint segments of k blocks: peak memory and recomputed work, as k changes.
+
+    ``measure(segment, depth=...)`` runs the experiment (notebook 06 hands in its own, so that a
+    change made there shows here); without one, ``nb06.measure`` does the same experiment."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    from .nb06 import describe_run, measure
+    from . import nb06
 
-    baseline = measure(depth, segment=None, repeats=0)
-    segment = widgets.IntSlider(style=WIDE, value=4, min=1, max=depth, description="segment k")
+    measure = measure or nb06.measure
+    baseline = measure(segment=None, depth=depth)
+    segment = widgets.IntSlider(style=WIDE, value=min(4, depth), min=1, max=depth, description="segment k")
     text, picture = widgets.HTML(), widgets.Output()
 
     def redraw(_=None):
-        result = measure(depth, segment=segment.value, repeats=0)
-        text.value = f"<pre>checkpoint every {segment.value} block(s): {describe_run(result, baseline)}</pre>"
+        result = measure(segment=segment.value, depth=depth)
+        text.value = f"<pre>checkpoint every {segment.value} block(s): {nb06.describe_run(result, baseline)}</pre>"
         picture.clear_output(wait=True)
         with picture:
             fig, ax = plt.subplots(figsize=(6, 2.8))
@@ -180,17 +184,22 @@ def checkpoint_explorer(depth: int = 16):
     return widgets.VBox([segment, text, picture])
 
 
-def loss_scale_explorer(log2_scale: int = 0):
-    """A loss-scale slider: which share of real gradients underflows (0) or overflows (inf) in fp16."""
+def loss_scale_explorer(log2_scale: int = 0, grads=None, max_log2: int = 30):
+    """A loss-scale slider: which share of ``grads`` underflows (0) or overflows (inf) in fp16.
+
+    ``grads`` defaults to dL/dlogits of ``nb07.trained_gradients()``; notebook 07 passes its own.
+    """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
     from ..amp import cast_report
     from .plots import plot_gradient_ranges
-    from .nb07 import trained_gradients
 
-    grads = trained_gradients()["dL/dlogits"]
-    slider = widgets.IntSlider(style=WIDE, value=log2_scale, min=0, max=30, description="log₂ scale")
+    if grads is None:
+        from .nb07 import trained_gradients
+
+        grads = trained_gradients()["dL/dlogits"]
+    slider = widgets.IntSlider(style=WIDE, value=log2_scale, min=0, max=max_log2, description="log₂ scale")
     text, picture = widgets.HTML(), widgets.Output()
 
     def redraw(_=None):

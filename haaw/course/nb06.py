@@ -1,24 +1,24 @@
-"""Measuring checkpointing on a deep stack: memory kept, work redone, time taken.
+"""Plumbing for notebook 06: a memory calculator for real transformers, and the explorer's stack.
 
-The stack is ``depth`` residual feed-forward blocks, h ← h + W₂ GELU(W₁ LN(h)), each of which
-keeps several arrays for its backward. Checkpointing segments of ``segment`` blocks keeps only
-each segment's input and recomputes the rest during backward.
-
-What fills an accelerator's memory while a transformer trains: a calculator.
-
-Per parameter: the weights, their gradients and the optimizer's state. In fp32 with Adam that
-is 4 + 4 + 8 = 16 bytes. In mixed precision it is 2 (16-bit weights) + 2 (16-bit gradients) +
-12 (fp32 master weights and Adam's two moments) = 16 bytes too (the accounting of the ZeRO paper,
-Rajbhandari et al. 2019): mixed precision does not shrink this part, it shrinks the activations.
+What fills an accelerator's memory while a transformer trains. Per parameter: the weights, their
+gradients and the optimizer's state. In fp32 with Adam that is 4 + 4 + 8 = 16 bytes. In mixed
+precision it is 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 master weights and Adam's two
+moments) = 16 bytes too (the accounting of the ZeRO paper, Rajbhandari et al. 2019): mixed precision
+does not shrink this part, it shrinks the activations.
 
 Activations per layer, in 16-bit, for sequence length s, batch b, hidden size h and a heads:
 s·b·h·(34 + 5·a·s/h) bytes (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-Transformer Models"); fp32 doubles it. With full recomputation (checkpointing every layer) only
-each layer's input is kept: 2·s·b·h bytes in 16-bit.
+Transformer Models", who count what each step of a layer keeps: 34·s·b·h for the arrays the size
+of the hidden state, 5·a·s²·b for the attention scores, their softmax and dropout); fp32 doubles
+it. A kernel that keeps no score matrix (FlashAttention-style) drops the second term. With full
+recomputation (checkpointing every layer) each layer's input stays, 2·s·b·h bytes in 16-bit, and
+while one layer is recomputed during backward its own activations exist again.
+
+The checkpointing experiment itself is written in the notebook, where the learner can change it;
+``measure`` here is the same experiment for the explorer when it is not handed the notebook's own.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,52 +30,34 @@ from ..tools.flops import count_flops
 from ..tools.memory import track_memory
 
 
-def make_stack(depth: int = 16, width: int = 64, seed: int = 0) -> tuple[list, list]:
-    """``depth`` blocks, each a function h -> h + W₂ GELU(W₁ LN(h)), and the Linear layers they use."""
-    blocks, layers = [], []
+def measure(segment: int | None, depth: int = 16, width: int = 64, batch: int = 64) -> dict:
+    """The explorer's stand-in for the notebook's ``measure``: ``depth`` residual blocks
+    h + W₂ GELU(W₁ LN(h)), checkpointed in segments of ``segment`` blocks (None: not at all);
+    peak saved bytes, FLOPs (forward, backward, recomputed) and the live-bytes timeline."""
+    blocks = []
     for i in range(depth):
-        up, down = Linear(width, 4 * width, seed=seed + 2 * i), Linear(4 * width, width, seed=seed + 2 * i + 1)
+        up, down = Linear(width, 4 * width, seed=2 * i), Linear(4 * width, width, seed=2 * i + 1)
         blocks.append(lambda h, up=up, down=down: h + down(F.gelu(up(F.layer_norm(h, h.shape[-1:])))))
-        layers += [up, down]
-    return blocks, layers
 
-
-def run_stack(blocks, x0: np.ndarray, segment: int | None) -> Tensor:
-    """Forward and backward through ``blocks``; ``segment`` None means no checkpointing."""
-    h = x = Tensor(x0, requires_grad=True)
-    if segment is None:
-        for block in blocks:
+    def run_segment(h, chunk):
+        for block in chunk:
             h = block(h)
-    else:
-        for start in range(0, len(blocks), segment):
-            def run_segment(t, chunk=blocks[start:start + segment]):
-                for block in chunk:
-                    t = block(t)
-                return t
-            h = checkpoint(run_segment, h)
-    (h * h).mean().backward()
-    return x
+        return h
 
-
-def measure(depth: int = 16, width: int = 64, batch: int = 64, segment: int | None = None,
-            repeats: int = 5) -> dict:
-    """Peak saved bytes, FLOPs (forward, backward, recomputed), the live-bytes timeline, and the
-    median seconds of one step over ``repeats`` runs (None when ``repeats`` is 0)."""
-    blocks, _ = make_stack(depth, width)
     x0 = np.random.default_rng(1).standard_normal((batch, width))
-    with track_memory() as memory, count_flops() as counter:
-        run_stack(blocks, x0, segment)
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run_stack(blocks, x0, segment)
-        seconds.append(time.perf_counter() - start)
-    return {"peak bytes": memory.peak, "forward": counter.total_forward, "backward": counter.total_backward,
-            "recompute": counter.total_recompute, "timeline": [live for _, _, live in memory.timeline],
-            "seconds": float(np.median(seconds)) if seconds else None}
+    with track_memory() as memory, count_flops() as flops:
+        h = Tensor(x0, requires_grad=True)
+        size = segment or depth
+        for start in range(0, depth, size):
+            chunk = blocks[start:start + size]
+            h = run_segment(h, chunk) if segment is None else checkpoint(lambda t, c=chunk: run_segment(t, c), h)
+        (h * h).mean().backward()
+    return {"peak bytes": memory.peak, "forward": flops.total_forward, "backward": flops.total_backward,
+            "recompute": flops.total_recompute, "timeline": [live for _, _, live in memory.timeline]}
 
 
 def describe_run(result: dict, baseline: dict) -> str:
+    """One line: the peak of saved bytes against no checkpointing, and the recomputed FLOPs."""
     extra = result["recompute"] / (baseline["forward"] + baseline["backward"])
     return (f"peak saved {result['peak bytes'] / 2**20:6.2f} MiB ({result['peak bytes'] / baseline['peak bytes']:4.0%} "
             f"of no checkpointing), recomputed FLOPs +{extra:.0%} of a plain step")
@@ -97,8 +79,15 @@ OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd+momentum": 4, "adam": 8}  # fp32 per par
 
 
 def training_memory(model: TransformerShape, batch: int, seq: int, precision: str = "fp32",
-                    optimizer: str = "adam", recompute: bool = False) -> dict:
-    """Bytes per category: weights, gradients, optimizer state, activations."""
+                    optimizer: str = "adam", recompute: bool = False, keep_scores: bool = True) -> dict:
+    """Bytes per category: weights, gradients, optimizer state, activations, and the layer being
+    recomputed (0 without recomputation).
+
+    ``recompute``: every layer checkpointed, so "activations" holds each layer's input; at the peak
+    of backward the last layer is being recomputed, and its activations (less its input, which is
+    already counted) exist again. ``keep_scores=False``: an attention kernel that stores no s × s
+    score matrix (FlashAttention-style), so the 5·a·s/h term is dropped.
+    """
     if precision not in ("fp32", "mixed"):
         raise ValueError(f"precision must be 'fp32' or 'mixed', got {precision!r}")
     if optimizer not in OPTIMIZER_STATE_BYTES:
@@ -110,9 +99,15 @@ def training_memory(model: TransformerShape, batch: int, seq: int, precision: st
     else:
         weights, grads = 4 * P, 4 * P
     s, b, h, a = seq, batch, model.hidden, model.heads
-    per_layer = 2 * s * b * h if recompute else s * b * h * (34 + 5 * a * s / h)
-    activations = model.layers * per_layer * (2 if precision == "fp32" else 1)
-    return {"weights": weights, "gradients": grads, "optimizer state": state, "activations": activations}
+    size = 2 if precision == "fp32" else 1  # the formula counts 16-bit activations
+    one_layer = s * b * h * (34 + (5 * a * s / h if keep_scores else 0))
+    layer_input = 2 * s * b * h
+    if recompute:
+        activations, again = model.layers * layer_input, one_layer - layer_input
+    else:
+        activations, again = model.layers * one_layer, 0
+    return {"weights": weights, "gradients": grads, "optimizer state": state,
+            "activations": activations * size, "recomputed layer": again * size}
 
 
 def describe_budget(model: TransformerShape, batch: int, seq: int, **kwargs) -> str:

@@ -115,27 +115,71 @@ def plot_attention_row(d_k: int, scaled: bool = True, temperature: float = 1.0, 
     return ax
 
 
+def plot_block_gradients(root, named: dict, ax=None):
+    """The tensors in ``named`` (label -> tensor), top to bottom in the order they were computed,
+    joined as the engine's graph joins them (``haaw.tools.condense``), each with ‖dL/d·‖.
+
+    An arrow into a box comes from the nearest named tensor it was computed from; an arrow that skips
+    boxes, drawn on the right, is a residual path. Narrow enough to read at any notebook width."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    from ..engine.autograd import topological_order
+    from ..tools.condense import condense
+
+    summary = condense(root, {id(t): (label, label) for label, t in named.items()})
+    order = topological_order(summary)  # each box after the boxes it was computed from
+    row = {id(s): i for i, s in enumerate(order)}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.4, 0.7 * len(order) + 0.5))
+    half_w, half_h = 1.0, 0.27
+    for s in order:
+        y = -row[id(s)]
+        grad = "no gradient" if s.grad is None else f"‖grad‖ = {s.grad:.3f}"
+        ax.add_patch(FancyBboxPatch((-half_w, y - half_h), 2 * half_w, 2 * half_h, boxstyle="round,pad=0.02",
+                                    fc="#f4f7fb", ec="#333"))
+        ax.text(-0.92, y, s.label, ha="left", va="center", fontsize=10, fontweight="bold")
+        ax.text(0.92, y, grad, ha="right", va="center", fontsize=10)
+        for p in s._parents:
+            top = -row[id(p)]
+            if row[id(s)] - row[id(p)] == 1:
+                ax.annotate("", xy=(0, y + half_h), xytext=(0, top - half_h),
+                            arrowprops=dict(arrowstyle="-|>", color="#777", lw=1.2, shrinkA=0, shrinkB=1))
+            else:  # a residual path: around the right of the boxes in between
+                ax.annotate("", xy=(half_w, y + 0.1), xytext=(half_w, top - 0.1), annotation_clip=False,
+                            arrowprops=dict(arrowstyle="-|>", color="#c44e52", lw=1.4, shrinkA=0, shrinkB=1,
+                                            connectionstyle="bar,fraction=-0.1"))
+    ax.set_title("forward runs down; ‖grad‖ = ‖dL/d·‖ after backward", fontsize=9)
+    ax.set(xlim=(-1.1, 1.5), ylim=(-len(order) + 0.5, 0.5))
+    ax.axis("off")
+    return ax
+
+
 def plot_memory_budget(rows: dict, ax=None):
-    """Stacked bars, one per configuration: weights, gradients, optimizer state, activations (GiB)."""
+    """Stacked bars, one per configuration: weights, gradients, optimizer state, activations, and any
+    other category a row has, such as the layer being recomputed (GiB)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.4))
     names = list(rows)
-    parts = list(next(iter(rows.values())))
+    parts = list(dict.fromkeys(part for row in rows.values() for part in row))
     bottom = np.zeros(len(names))
-    for part, colour in zip(parts, ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]):
-        heights = np.array([rows[n][part] / 2**30 for n in names])
+    for part, colour in zip(parts, ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"]):
+        heights = np.array([rows[n].get(part, 0) / 2**30 for n in names])
         ax.barh(names, heights, left=bottom, color=colour, label=part)
         bottom += heights
     ax.set(xlabel="GiB")
     ax.invert_yaxis()
-    ax.legend(frameon=False, fontsize=8, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    ax.legend(frameon=False, fontsize=8, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     return ax
 
 
 def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), scale: float = 1.0, ax=None):
-    """Histogram of log₂|value × scale|, with each format's smallest subnormal, smallest normal and max."""
+    """Histogram of log₂|value × scale|, with each format's smallest subnormal, smallest normal and max.
+
+    The axis spans 2⁻⁴⁵ to 2²⁰, wider where the values reach further.
+    """
     import matplotlib.pyplot as plt
 
     from ..amp import format_table
@@ -144,19 +188,22 @@ def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), sc
         _, ax = plt.subplots(figsize=(7, 3))
     v = np.abs(np.asarray(values, dtype=np.float64) * scale)
     v = v[v > 0]
-    ax.hist(np.log2(v), bins=80, color="#8c8c8c")
+    logs = np.log2(v)
+    low = min(-45, int(np.floor(logs.min())) - 2) if logs.size else -45
+    high = max(20, int(np.ceil(logs.max())) + 2) if logs.size else 20
+    ax.hist(logs, bins=80, color="#8c8c8c")
     rows = {r["format"]: r for r in format_table()}
     for name, colour in zip(formats, ["#c44e52", "#4c72b0", "#55a868"]):
         r = rows[name]
         for key, style in (("smallest subnormal", ":"), ("smallest normal", "--"), ("max", "-")):
-            e = int(round(np.log2(r[key])))
-            label = f"{name} {'largest' if key == 'max' else key}: 2^{e}"
-            if -45 <= e <= 20:
+            e = float(np.log2(r[key]))  # the largest is no power of two (fp16's is 65504): say the number
+            label = f"{name} largest: {r[key]:.6g}" if key == "max" else f"{name} {key}: 2^{e:.0f}"
+            if low <= e <= high:
                 ax.axvline(e, color=colour, ls=style, lw=1.5, label=label)
             else:  # keep it in the legend, say where it is
                 ax.plot([], [], color=colour, ls=style, label=label + " (off the chart)")
     ax.set(xlabel=f"log₂ |gradient{' × ' + format(scale, 'g') if scale != 1 else ''}|", ylabel="count",
-           xlim=(-45, 20))
+           xlim=(low, high))
     ax.legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return ax
 

@@ -21,3 +21,136 @@ def test_05_dividing_by_sqrt_dk_keeps_the_score_variance_near_1():
     unscaled, scaled = attention_row(512, scaled=False), attention_row(512, scaled=True)
     assert unscaled["max weight"] > 0.999 and scaled["max weight"] < 0.5
     assert unscaled["gradient norm"] < 1e-5 * scaled["gradient norm"]
+
+
+def test_05_the_rows_of_the_softmax_jacobian_sum_to_0_because_a_shift_changes_nothing():
+    z = np.random.default_rng(3).standard_normal(7)
+    s = np.exp(z) / np.exp(z).sum()
+    shifted = np.exp(z + 3) / np.exp(z + 3).sum()
+    assert np.allclose(shifted, s)
+    J = np.diag(s) - np.outer(s, s)
+    assert np.allclose(J.sum(axis=1), 0, atol=1e-15) and np.allclose(J, J.T)
+    # the same along (1, ..., 1) by finite differences: the derivative in that direction is 0
+    eps = 1e-6
+    ahead = np.exp(z + eps) / np.exp(z + eps).sum()
+    assert np.allclose((ahead - s) / eps, 0, atol=1e-9)
+
+
+def test_05_the_exercise_names_the_notebook_s_own_estimate_of_the_variance():
+    from haaw.course.exercises import check
+    from haaw.course.nb05 import score_variance
+
+    estimate = round(score_variance(64, scaled=False, samples=4000), 1)
+    assert estimate == 65.4  # the number printed in section 3, which the exercise's feedback names
+    feedback = check("05-score-variance", estimate)
+    assert not feedback.correct and "estimate from 4000" in feedback.message
+    assert check("05-score-variance", 64).correct
+
+
+def _attention_numpy(S, allowed):
+    """softmax over the allowed entries, written independently of haaw: a fully masked row is all 0."""
+    out = np.zeros_like(S)
+    for i, row in enumerate(S):
+        keep = allowed[i]
+        if keep.any():
+            e = np.exp(row[keep] - row[keep].max())
+            out[i, keep] = e / e.sum()
+    return out
+
+
+def test_05_adding_minus_infinity_is_fine_unless_a_whole_row_is_masked():
+    from haaw import Tensor
+
+    rng = np.random.default_rng(5)
+    S = rng.standard_normal((4, 4))
+    allowed = np.tril(np.ones((4, 4), dtype=bool))
+    with np.errstate(invalid="ignore"):
+        naive = np.exp(S + np.where(allowed, 0.0, -np.inf))
+        naive /= naive.sum(axis=1, keepdims=True)
+    assert np.allclose(naive, _attention_numpy(S, allowed))  # every row has a key: adding −∞ is right
+    allowed[2] = False
+    with np.errstate(invalid="ignore"):
+        naive = np.exp(S + np.where(allowed, 0.0, -np.inf))
+        naive /= naive.sum(axis=1, keepdims=True)
+    assert np.isnan(naive[2]).all() and not np.isnan(naive[[0, 1, 3]]).any()
+    assert np.allclose(naive[[0, 1, 3]], _attention_numpy(S, allowed)[[0, 1, 3]])
+    # haaw's masked attention: row 2 gives output 0 and no NaN anywhere in the gradient
+    import haaw.nn.functional as F
+
+    X = Tensor(rng.standard_normal((4, 6)), requires_grad=True)
+    W = [Tensor(rng.standard_normal((6, 6))) for _ in range(3)]
+    out = F.scaled_dot_product_attention(X @ W[0], X @ W[1], X @ W[2], attn_mask=allowed)
+    out.backward(rng.standard_normal((4, 6)))
+    assert np.array_equal(out.data[2], np.zeros(6)) and not np.isnan(X.grad).any()
+
+
+def test_05_each_plus_passes_its_gradient_unchanged_and_the_skip_input_also_gets_the_branch_s():
+    import haaw.nn.functional as F
+    from haaw import Tensor
+    from haaw.nn import TransformerBlock
+
+    rng = np.random.default_rng(9)
+    block = TransformerBlock(8, heads=2, seed=4)
+    x = Tensor(rng.standard_normal((2, 5, 8)), requires_grad=True)
+    attended = block.attn(block.ln1(x), mask=F.causal_mask(5))
+    h = x + attended
+    f = block.ff(block.ln2(h))
+    out = h + f
+    out.backward(rng.standard_normal(out.shape))
+    assert np.array_equal(f.grad, out.grad) and np.array_equal(attended.grad, h.grad)
+    # the skip input's gradient is out's plus a real contribution back through LN₂ and the feed-forward
+    assert np.linalg.norm(h.grad - out.grad) > 0.01 * np.linalg.norm(out.grad)
+    assert not np.isclose(np.linalg.norm(h.grad), np.linalg.norm(out.grad))
+
+
+def test_05_the_block_runs_on_the_learner_s_two_functions_with_the_engine_s_gradients():
+    import haaw.nn.functional as F
+    from haaw import Tensor
+    from haaw.course.exercises import check, yours
+    from haaw.course.exercises.nb05 import attention_backward, softmax_backward
+    from haaw.nn import TransformerBlock
+
+    calls = {"softmax": 0, "attention": 0}
+
+    def mine_softmax(s, G):
+        calls["softmax"] += 1
+        return softmax_backward(s, G)
+
+    def mine_attention(Q, K, V, mask, G):
+        calls["attention"] += 1
+        return attention_backward(Q, K, V, mask, G)
+
+    assert check("05-softmax-backward", mine_softmax).correct
+    assert check("05-attention-backward", mine_attention).correct
+    rng = np.random.default_rng(2)
+    block = TransformerBlock(8, heads=2, seed=3)
+    x0, g = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 5, 8))
+    mask = F.causal_mask(5)
+    mask[3] = False  # a query that may look at nothing, inside the block
+
+    def gradients():
+        block.zero_grad()
+        x = Tensor(x0, requires_grad=True)
+        block(x, mask=mask).backward(g)
+        return [x.grad] + [p.grad for p in block.parameters()]
+
+    own = gradients()
+    calls.update(softmax=0, attention=0)  # the checks above called them too
+    with yours(softmax=mine_softmax) as plugged:
+        assert plugged.all
+        with_softmax = gradients()
+    with yours(softmax=mine_softmax, attention=mine_attention) as plugged:
+        assert plugged.all
+        with_attention = gradients()
+    assert calls["softmax"] > 0 and calls["attention"] > 0  # each really ran inside the engine
+    for grads in (with_softmax, with_attention):
+        assert all(np.allclose(a, b, rtol=1e-10, atol=1e-13) for a, b in zip(grads, own))
+        assert not any(np.isnan(a).any() for a in grads)
+    torch = pytest.importorskip("torch")
+    from haaw.tools.torch_mirror import block_in_torch
+
+    xt = torch.tensor(x0, requires_grad=True)
+    ref, params = block_in_torch(block, xt, mask, torch)
+    ref.backward(torch.tensor(g))
+    theirs = [xt.grad.numpy()] + [params[id(p)].grad.numpy() for p in block.parameters()]
+    assert all(np.allclose(a, b, rtol=1e-9, atol=1e-12) for a, b in zip(with_attention, theirs))

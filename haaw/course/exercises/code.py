@@ -147,7 +147,13 @@ def _call(fn, args, what: str):
 
 
 def _placeholder_line(fn) -> int | None:
-    """The line (in the function's cell) of a `...` still left in ``fn``'s body, or None."""
+    """The line (in the function's cell) of a `...` still left in ``fn``'s body, or None.
+
+    For a class, its own methods are looked at (a class's source cannot be read in a notebook;
+    its methods' can)."""
+    if isinstance(fn, type):
+        methods = [getattr(m, "__func__", m) for m in vars(fn).values() if callable(getattr(m, "__func__", m))]
+        return next((line for line in map(_placeholder_line, methods) if line is not None), None)
     try:
         source = textwrap.dedent(inspect.getsource(fn))
         first = inspect.getsourcelines(fn)[1]

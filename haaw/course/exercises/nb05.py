@@ -20,15 +20,18 @@ register(Exercise(
 register(Exercise(
     key="05-score-variance",
     question="q and k have d_k = 64 independent entries of mean 0 and variance 1. What is the variance of "
-             "the unscaled score q·k?",
+             "the unscaled score q·k? (The exact value, not an estimate from random samples.)",
     answer=64,
     mistakes={
         8: "8 is the standard deviation, √64. The variance adds up: 64 terms of variance 1.",
         1: "1 is the variance *after* dividing by √d_k; the question asks about the unscaled score.",
         4096: "4096 = 64²: each term qᵢkᵢ has variance 1·1 = 1, and there are 64 terms.",
+        65.4: "65.4 is the notebook's estimate from 4000 random pairs (q, k): a sample's variance scatters "
+              "around the exact one by a few percent. The exact value follows from adding up the 64 terms.",
     },
     hints=("Each product qᵢkᵢ has mean 0 and variance 1.", "Variances of independent terms add."),
-    solution="64 terms of variance 1 add up to 64 (standard deviation 8); dividing by √64 = 8 brings it back to 1.",
+    solution="64 terms of variance 1 add up to 64 (standard deviation 8); dividing by √64 = 8 brings it back to 1. "
+             "The notebook's 65.4 is an estimate of it from 4000 samples.",
 ))
 
 P = np.array([[1.0, 0.0], [0.25, 0.75]])  # attention weights: 2 queries × 2 keys

@@ -12,7 +12,8 @@ register(Exercise(
         12: "12 leaves one of them out: weight 4 + gradient 4 + first moment 4 + second moment 4.",
     },
     hints=("List them: the weight, its gradient, Adam's first moment, Adam's second moment.", "Each is one fp32 number."),
-    solution="4 (weight) + 4 (gradient) + 8 (Adam's two moments) = 16 bytes; a 7B model needs 112 GB before any activation.",
+    solution="4 (weight) + 4 (gradient) + 8 (Adam's two moments) = 16 bytes; the notebook's 7B model (6.7 billion "
+             "parameters) needs about 100 GiB for them before any activation.",
 ))
 
 register(Exercise(
@@ -20,10 +21,12 @@ register(Exercise(
     question="Backward costs twice the forward. Checkpointing every layer recomputes the whole forward once "
              "during backward. By what fraction does the compute of one training step grow?",
     answer=1 / 3,
+    forms=(0.33, 0.333),
     mistakes={
         1: "That compares the recomputation with the forward alone. A step was forward + backward = 3 forwards.",
         0.5: "The step was 1 forward + 2 forwards' worth of backward; one more forward adds 1 to 3.",
         0.25: "Count again: the plain step is 1 + 2 = 3 forwards' worth; checkpointing adds 1.",
+        100 / 3: "That is the percentage: the question asks for a fraction, 0.33 (or 1/3).",
     },
     hints=("A plain step costs F + 2F = 3F.", "Checkpointing adds one F."),
     solution="F / (F + 2F) = 1/3 ≈ 0.33: a third more compute, in exchange for keeping only the checkpoints.",
@@ -32,16 +35,20 @@ register(Exercise(
 
 register(Exercise(
     key="06-sqrt",
-    question="A chain of 100 equal layers, checkpointed every 10 layers. At the peak of backward, how many "
-             "layers' activations are kept: the checkpoints plus one recomputed segment?",
+    question="A chain of 100 equal layers, each keeping its output (one array of the same size) for its backward, "
+             "is checkpointed in segments of 10 layers. At the peak of backward, how many such arrays are kept: "
+             "the checkpoints plus those of the one segment being recomputed?",
     answer=20,
     mistakes={
         10: "10 counts only the checkpoints (or only the segment being recomputed): both are alive at once.",
-        100: "100 is no checkpointing at all.",
-        11: "The segment being recomputed holds its 10 layers' activations, not just one more.",
+        100: "100 is no checkpointing at all: every layer's output kept until backward reaches it.",
+        11: "The segment being recomputed holds the outputs of all its 10 layers, not just one more array.",
+        110: "The checkpoints are the segments' inputs, one per segment: 100 / 10 of them, not 100.",
     },
-    hints=("100 / 10 = 10 checkpoints are kept throughout.", "While one segment is recomputed, its 10 layers are alive too."),
-    solution="10 checkpoints + 10 layers of the segment being recomputed = 20, against 100: segments of √N minimise it.",
+    hints=("100 / 10 = 10 checkpoints are kept throughout.", "While one segment is recomputed, its 10 layers' outputs "
+           "are alive too."),
+    solution="10 checkpoints + 10 outputs of the segment being recomputed = 20, against 100 without checkpointing. "
+             "In general N/k + k, smallest at k = √N.",
 ))
 
 
@@ -56,6 +63,8 @@ from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 class CheckpointSegment(Function):
     """``CheckpointSegment.apply(fn, x)`` is fn(x), keeping only x; backward runs fn again."""
+
+    always_record = True  # recorded even when x needs no gradient: the parameters inside fn do
 
     @staticmethod
     def forward(ctx, fn, x):
