@@ -1,11 +1,11 @@
 """The claims of notebook 10: each figure or causal claim the notebook states, asserted."""
 import re
-import time
 
 import numpy as np
 import pytest
 
 import haaw.nn.functional as F
+from haaw import Tensor
 from haaw.course.nb10 import GLOSSARY, CharTokenizer, TinyGPT, generate, load_story, random_batch
 from haaw.optim import SGD, Adam
 
@@ -58,30 +58,17 @@ def test_10_backward_counts_about_twice_the_forward_flops_nearly_all_in_matrix_p
     assert products(counter.backward) / counter.total_backward > 0.9
 
 
-def _fastest(fn, repeats=10):
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def test_10_a_cube_by_numpy_s_power_costs_more_than_a_matrix_product_with_64_times_its_flops():
-    import inspect
-
-    from threadpoolctl import threadpool_limits
-
-    assert "x**3" in inspect.getsource(F.gelu)  # the engine's GELU computes its cube with NumPy's power
+def test_10_the_engine_computes_a_cube_as_two_products_and_the_matmul_has_64_times_its_flops():
+    """The notebook times NumPy's h**3 against h * h * h (that cell is not compared: times vary); what is
+    fixed is that the engine's GELU cube goes through two products, and the flop counts it compares."""
+    from haaw.engine import ops
 
     h = np.random.default_rng(0).standard_normal((16, 32, 128))
-    a, W = np.random.default_rng(1).standard_normal((512, 32)), np.random.default_rng(2).standard_normal((32, 128))
-    with threadpool_limits(1):
-        cube, products, square, matmul = (_fastest(f) for f in (lambda: h**3, lambda: h * h * h, lambda: h**2,
-                                                               lambda: a @ W))
+    np.testing.assert_array_equal(ops._power(h, 3), h * h * h)
+    x = Tensor(h, requires_grad=True)
+    (x**3).sum().backward()
+    np.testing.assert_allclose(x.grad, 3 * h * h, rtol=1e-15)
     assert 2 * 512 * 32 * 128 == 64 * h.size
-    assert cube > 3 * matmul and cube > 10 * products and cube > 10 * square  # squares take the fast path
-    assert matmul < 1e-3  # "a fraction of a millisecond"
 
 
 def test_10_your_adam_step_gives_the_engine_s_losses_and_weights():
