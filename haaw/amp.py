@@ -56,6 +56,11 @@ class StaticLossScaler:
     def __init__(self, scale: float = 1024.0):
         self.scale = float(scale)
 
+    def scale_loss(self, loss):
+        """The loss times the scale, computed in fp32 (PyTorch's ``scaler.scale(loss)``): a 16-bit loss times
+        2¹⁶ would overflow fp16, whose largest number is 65504."""
+        return loss.to(np.float32) * self.scale
+
     def unscale(self, grads: list) -> tuple[list, bool]:
         """(fp32 gradients divided by the scale, whether any of them is inf or nan)."""
         out = [np.asarray(g, dtype=np.float32) / np.float32(self.scale) for g in grads]

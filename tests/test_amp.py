@@ -97,3 +97,15 @@ def test_the_engine_trains_in_bfloat16_with_bfloat16_gradients():
     w = Tensor(np.ones((3, 2), dtype=dtype("bfloat16")), requires_grad=True)
     F.cross_entropy((x @ w).tanh(), np.array([0, 1, 0, 1])).backward()
     assert x.grad.dtype == dtype("bfloat16") and w.grad.dtype == dtype("bfloat16")
+
+
+def test_scale_loss_multiplies_in_fp32_so_a_16_bit_loss_cannot_overflow():
+    import numpy as np
+
+    from haaw import Tensor
+    from haaw.amp import DynamicLossScaler
+
+    logits = Tensor(np.array([4.19], dtype=np.float16), requires_grad=True)
+    scaled = DynamicLossScaler().scale_loss(logits.sum())  # 4.19 × 2¹⁶: inf in fp16, 274,596 in fp32
+    assert scaled.dtype == np.float32 and np.isfinite(scaled.item())
+    assert abs(scaled.item() - 4.19 * 65536) < 65536 * 0.002  # 4.19 itself rounded to fp16

@@ -184,21 +184,14 @@ def checkpoint_explorer(depth: int = 16, measure=None):
     return widgets.VBox([segment, text, picture])
 
 
-def loss_scale_explorer(log2_scale: int = 0, grads=None, max_log2: int = 30):
-    """A loss-scale slider: which share of ``grads`` underflows (0) or overflows (inf) in fp16.
-
-    ``grads`` defaults to dL/dlogits of ``nb07.trained_gradients()``; notebook 07 passes its own.
-    """
+def loss_scale_explorer(grads, log2_scale: int = 0, max_log2: int = 30):
+    """A loss-scale slider: which share of the gradients ``grads`` underflows (0) or overflows (inf) in fp16."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
     from ..amp import cast_report
     from .plots import plot_gradient_ranges
 
-    if grads is None:
-        from .nb07 import trained_gradients
-
-        grads = trained_gradients()["dL/dlogits"]
     slider = widgets.IntSlider(style=WIDE, value=log2_scale, min=0, max=max_log2, description="log₂ scale")
     text, picture = widgets.HTML(), widgets.Output()
 

@@ -1,13 +1,266 @@
-"""The claims of notebook 07: each figure or causal claim the notebook states, asserted."""
+"""The claims of notebook 07: each figure or causal claim the notebook states, asserted.
+
+The figures are recomputed here without the engine, the loss scalers or the optimizer: a NumPy forward and
+backward pass of the notebook's MLP that rounds to 16 bits where the notebook's does (matrix products
+accumulated in fp32, then rounded; elementwise operations in the 16-bit format; the loss in fp32), and Adam
+written out. Only the data and the fp32 starting weights come from ``haaw.course.nb07``. The last test
+compares the table the notebook stores with this independent run.
+"""
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_mixed_precision.ipynb"
+TOKENS = 2**17
+F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 
 
-def test_07_fp16_underflows_small_gradients_scaling_recovers_them_bf16_needs_it_less():
-    from haaw.amp import cast_report
-    from haaw.course.nb07 import trained_gradients
+def _start():
+    from haaw.course.nb07 import classification_data, pretrained_weights
 
-    grads = trained_gradients(steps=100)["dL/dlogits"]
-    plain, scaled, bf16 = (cast_report(grads, "float16"), cast_report(grads, "float16", 2**10),
-                           cast_report(grads, "bfloat16"))
-    assert plain["zero"] > 0.3  # more than a third of a real model's gradients vanish in fp16
-    assert scaled["zero"] < 0.05 and scaled["inf"] == 0
-    assert bf16["zero"] == 0.0
+    x, labels = classification_data()
+    return x, labels, [np.array(w, dtype=np.float32) for w in pretrained_weights(steps=300)]
+
+
+def _zero_share(values, fmt, scale=1.0):
+    """The share of the nonzero ``values`` (times ``scale``) that become 0 when stored in ``fmt``."""
+    values = np.asarray(values, dtype=np.float64)
+    values = values[values != 0]
+    with np.errstate(over="ignore"):
+        return float(np.mean((values * scale).astype(fmt) == 0))
+
+
+def _inf_share(values, fmt, scale):
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return float(np.mean(~np.isfinite((values * scale).astype(fmt).astype(np.float64))))
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _mm(a, b, low):
+    """A matrix product as the notebook's engine (and accelerators) do it: fp32 sums, rounded to ``low``."""
+    return (a.astype(np.float32) @ b.astype(np.float32)).astype(low)
+
+
+def _forward_backward(ws, x, labels, low, scale, tokens=TOKENS):
+    """(mean loss per example, dL/dlogits in ``low``, parameter gradients in ``low``) of loss · scale."""
+    w1, b1, w2, b2, w3, b3 = [w.astype(low) for w in ws]
+    x = x.astype(low)
+    h1 = np.tanh(_mm(x, w1, low) + b1)
+    h2 = np.tanh(_mm(h1, w2, low) + b2)
+    logits = (_mm(h2, w3, low) + b3).astype(np.float32)                # the loss in fp32
+    p = _softmax(logits)
+    rows = np.arange(len(labels))
+    loss = -np.log(p[rows, labels]).astype(np.float64).mean()
+    onehot = np.zeros_like(p)
+    onehot[rows, labels] = 1
+    g3 = ((p - onehot) * np.float32(scale / tokens)).astype(low)       # back in 16 bits
+    g2 = _mm(g3, w3.T, low) * (1 - h2 * h2)
+    g1 = _mm(g2, w2.T, low) * (1 - h1 * h1)
+    column_sum = lambda g: g.astype(np.float32).sum(axis=0).astype(low)  # noqa: E731
+    grads = [_mm(x.T, g1, low), column_sum(g1), _mm(h1.T, g2, low), column_sum(g2), _mm(h2.T, g3, low),
+             column_sum(g3)]
+    return loss, g3, grads
+
+
+def _train(low, dynamic=False, keep_master=True, steps=200, lr=1e-4, tokens=TOKENS):
+    """The notebook's training loop, written again: Adam on fp32 masters, optional dynamic loss scaling."""
+    x, labels, ws = _start()
+    master = [w.copy() for w in ws]
+    m = [np.zeros_like(w) for w in ws]
+    v = [np.zeros_like(w) for w in ws]
+    scale, good, t = (2.0**16 if dynamic else 1.0), 0, 0
+    losses, skipped, zeros, entries, moved, lost = [], 0, 0, 0, 0, 0
+    for _ in range(steps):
+        loss, _, grads = _forward_backward(master, x, labels, low, scale, tokens)
+        losses.append(loss)
+        grads = [g.astype(np.float32) / np.float32(scale) for g in grads]
+        found_inf = not all(np.all(np.isfinite(g)) for g in grads)
+        if dynamic:
+            if found_inf:
+                scale, good = scale / 2, 0
+            else:
+                good += 1
+                if good == 50:
+                    scale, good = scale * 2, 0
+        if found_inf:
+            skipped += 1
+            continue
+        norm = np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads))
+        grads = [g * np.float32(min(1.0, 1.0 / (norm + 1e-6))) for g in grads]
+        zeros += sum(int(np.sum(g == 0)) for g in grads)
+        entries += sum(g.size for g in grads)
+        t += 1
+        for i, g in enumerate(grads):
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            step = np.float32(lr) * (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + np.float32(1e-8))
+            new = (master[i] - step).astype(np.float32)
+            kept = new if keep_master else new.astype(low).astype(np.float32)
+            moved += int(np.sum(new != master[i]))
+            lost += int(np.sum((new != master[i]) & (kept == master[i])))
+            master[i] = kept
+    return {"losses": losses, "skipped": skipped, "scale": scale, "zero": zeros / entries, "lost": lost / moved}
+
+
+def _drop(run):
+    return run["losses"][0] - run["losses"][-1]
+
+
+@lru_cache(maxsize=1)
+def _runs():
+    return {
+        "fp32": _train(np.dtype(np.float32)),
+        "fp16, no loss scaling": _train(F16),
+        "fp16 + loss scaling": _train(F16, dynamic=True),
+        "fp16 + scaling, no master": _train(F16, dynamic=True, keep_master=False),
+        "bf16": _train(BF16),
+        "bf16, no master": _train(BF16, keep_master=False),
+    }
+
+
+def test_07_fp16_and_bf16_limits_and_a_small_update_that_both_round_away():
+    assert float(np.finfo(np.float16).max) == 65504
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.array([65536.0]).astype(np.float16)[0])  # 2^16 is no fp16 number
+        assert np.isinf(np.float16(2.5) * np.array([65536.0]).astype(np.float16)[0])
+    assert ml_dtypes.finfo(BF16).smallest_normal == np.finfo(np.float32).smallest_normal  # fp32's range
+    w = {name: np.ones(1, dtype=d) for name, d in (("fp32", np.float32), ("fp16", F16), ("bf16", BF16))}
+    for _ in range(100):
+        w = {name: (a.astype(np.float32) - np.float32(1e-4)).astype(a.dtype) for name, a in w.items()}
+    assert w["fp16"][0] == 1 and w["bf16"][0] == 1  # 1 − 10⁻⁴ rounds back to 1, every time
+    assert abs(float(w["fp32"][0]) - 0.99) < 1e-5
+    assert ml_dtypes.finfo(BF16).eps / np.finfo(np.float16).eps == 8  # bf16's gaps are 8 times fp16's
+
+
+def test_07_a_confident_model_s_gradients_underflow_in_fp16_and_rounding_to_nearest_saves_some():
+    x, labels, ws = _start()
+    loss, _, _ = _forward_backward(ws, x, labels, np.dtype(np.float64), 1.0)
+    w1, b1, w2, b2, w3, b3 = [w.astype(np.float64) for w in ws]
+    logits = np.tanh(np.tanh(x @ w1 + b1) @ w2 + b2) @ w3 + b3
+    assert np.all(np.argmax(logits, axis=1) == labels)  # accuracy 100%
+    onehot = np.eye(logits.shape[1])[labels]
+    grads = (_softmax(logits) - onehot) / TOKENS  # dL/dlogits, by hand
+    size = np.abs(grads[grads != 0])
+    below, zero = np.mean(size < 2.0**-24), _zero_share(grads, F16)
+    assert round(below, 3) == 0.977 and round(zero, 3) == 0.927  # the notebook's 97.7% and 92.7%
+    assert zero == np.mean(size <= 2.0**-25)  # round to nearest: only values up to 2^-25 become 0
+    assert round(below - zero, 3) == 0.050  # those between 2^-25 and 2^-24 round up
+    assert _zero_share(grads, BF16) == 0.0
+    # loss scaling moves them back into range; far too large a scale overflows the largest
+    assert round(_zero_share(grads, F16, 2.0**16), 3) == 0.062 and _inf_share(grads, F16, 2.0**16) == 0
+    assert _zero_share(grads, F16, 2.0**30) == 0 and _inf_share(grads, F16, 2.0**30) == 0
+    assert _inf_share(grads, F16, 2.0**40) > 0.01
+    assert 2.0**-30 * 64 == 2.0**-24  # exercise 2
+
+
+def test_07_in_an_fp16_backward_parameter_gradients_vanish_unless_the_loss_is_scaled():
+    x, labels, ws = _start()
+    shares = {}
+    for scale in (1.0, 2.0**16):
+        _, g3, grads = _forward_backward(ws, x, labels, F16, scale)
+        shares[scale] = (np.mean(g3 == 0), np.mean(np.concatenate([g.ravel() for g in grads]) == 0))
+    assert shares[1.0][0] > 0.9 and 0.1 < shares[1.0][1] < 0.25  # the notebook: 92.6% and 17.2%
+    assert shares[2.0**16][0] < 0.07 and shares[2.0**16][1] == 0.0  # 6.2% and none
+
+
+def test_07_fp8_needs_a_scale_per_tensor_gradients_need_e5m2_s_range_activations_e4m3_s_precision():
+    x, labels, ws = _start()
+    w1, b1 = ws[0].astype(np.float64), ws[1].astype(np.float64)
+    activations = np.tanh(x @ w1 + b1)
+    w2, b2, w3, b3 = [w.astype(np.float64) for w in ws[2:]]
+    logits = np.tanh(activations @ w2 + b2) @ w3 + b3
+    grads = (_softmax(logits) - np.eye(logits.shape[1])[labels]) / TOKENS
+
+    def stored(values, fmt):
+        factor = float(ml_dtypes.finfo(fmt).max) / np.max(np.abs(values))
+        return (values * factor).astype(fmt).astype(np.float64) / factor
+
+    def typical_error(values, fmt):
+        s = stored(values, fmt)
+        kept = (s != 0) & (values != 0)
+        return np.median(np.abs(s[kept] - values[kept]) / np.abs(values[kept]))
+
+    for fmt in (E4M3, E5M2):
+        assert _zero_share(grads, fmt) == 1.0  # without a factor, fp8 keeps no gradient at all
+        assert _zero_share(activations, fmt) < 0.001 and np.all(stored(activations, fmt) != 0)
+    assert np.mean(stored(grads, E5M2) == 0) == 0.0 and round(np.mean(stored(grads, E4M3) == 0), 3) == 0.055
+    e4, e5 = typical_error(activations, E4M3), typical_error(activations, E5M2)
+    assert round(e4, 3) == 0.021 and round(e5, 3) == 0.042 and 0.4 < e4 / e5 < 0.6  # "half of E5M2's"
+    span = lambda fmt: np.log2(float(ml_dtypes.finfo(fmt).max) / float(ml_dtypes.finfo(fmt).smallest_subnormal))  # noqa: E731
+    assert round(span(E4M3)) == 18 and round(span(E5M2)) == 32
+    assert round(np.log2(np.abs(grads).max() / np.abs(grads).min())) == 31
+
+
+def test_07_the_dynamic_scaler_of_exercise_3():
+    scale, good = 1024.0, 0
+    for found_inf in [True, True, False, False, False, False]:
+        if found_inf:
+            scale, good = scale / 2, 0
+        else:
+            good += 1
+            if good == 3:
+                scale, good = scale * 2, 0
+    assert scale == 512
+
+
+def test_07_late_in_training_both_fixes_matter_and_bf16_needs_master_weights_but_no_scaling():
+    runs = _runs()
+    share = {name: _drop(r) / _drop(runs["fp32"]) for name, r in runs.items()}
+    assert runs["fp32"]["zero"] == 0 and runs["fp32"]["lost"] == 0
+    # without loss scaling, fp16 zeroes a large share of gradient entries and falls well behind
+    assert runs["fp16, no loss scaling"]["zero"] > 0.15 and 0.4 < share["fp16, no loss scaling"] < 0.65
+    # with it (2^16, growing to 2^20, no overflow) fp16 is fp32's run
+    scaled = runs["fp16 + loss scaling"]
+    assert scaled["zero"] == 0 and scaled["skipped"] == 0 and scaled["scale"] == 2.0**20
+    assert abs(scaled["losses"][-1] - runs["fp32"]["losses"][-1]) < 0.01 * runs["fp32"]["losses"][-1]
+    # without master weights, updates are rounded away: some in fp16, nearly all in bf16
+    assert runs["fp16 + scaling, no master"]["lost"] > 0.4 and 0.35 < share["fp16 + scaling, no master"] < 0.6
+    assert runs["bf16, no master"]["lost"] > 0.85 and share["bf16, no master"] < 0.15
+    # bf16 with master weights: no gradient is 0 without any scaling, and it matches fp32
+    assert runs["bf16"]["zero"] == 0 and abs(share["bf16"] - 1) < 0.05
+
+
+def test_07_try_it_a_plain_mean_needs_no_scaling_and_a_larger_learning_rate_loses_fewer_updates():
+    fp32 = _train(np.dtype(np.float32), tokens=128)
+    plain = _train(F16, tokens=128)
+    assert plain["zero"] < 0.01 and _drop(plain) / _drop(fp32) > 0.95
+    fp32_fast = _train(np.dtype(np.float32), lr=1e-3)
+    fast = _train(F16, dynamic=True, keep_master=False, lr=1e-3)
+    assert fast["lost"] < 0.5 * _runs()["fp16 + scaling, no master"]["lost"]
+    assert _drop(fast) / _drop(fp32_fast) > 0.95
+    assert _train(BF16, keep_master=False, lr=1e-3)["lost"] > 0.5  # bf16 still loses many
+
+
+def _stored_table():
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    joined = lambda text: "".join(text) if isinstance(text, list) else text  # noqa: E731
+    text = next("".join(joined(o.get("text", "")) for o in c.get("outputs", []))
+                for c in cells if c["cell_type"] == "code" and "runs = {" in joined(c["source"]))
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"(.+?)\s+([\d.]+)\s+([\d.]+)\s+(\d+)%\s+([\d.]+)%\s+([\d.]+)%\s+(\d+)$", line)
+        if m:
+            rows[m.group(1)] = [float(g) for g in m.groups()[1:]]
+    return rows
+
+
+def test_07_the_table_the_notebook_prints_is_what_an_independent_run_gives():
+    table, runs = _stored_table(), _runs()
+    assert list(table) == list(runs)
+    for name, (start, end, share, zero, lost, skipped) in table.items():
+        r = runs[name]
+        assert start == pytest.approx(r["losses"][0], abs=1e-5) and end == pytest.approx(r["losses"][-1], abs=3e-5)
+        assert share == pytest.approx(100 * _drop(r) / _drop(runs["fp32"]), abs=2)
+        assert zero == pytest.approx(100 * r["zero"], abs=0.5) and lost == pytest.approx(100 * r["lost"], abs=1)
+        assert skipped == r["skipped"]

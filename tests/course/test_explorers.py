@@ -1,5 +1,6 @@
 """The explorers' callbacks, run without a browser: moving a slider changes what is shown."""
 import matplotlib
+import numpy as np
 import pytest
 
 from haaw import Value
@@ -91,12 +92,13 @@ def test_checkpoint_explorer_remeasures_for_a_new_segment_length():
 def test_loss_scale_explorer_reports_less_underflow_at_a_larger_scale():
     from haaw.course.explorers import loss_scale_explorer
 
-    box = loss_scale_explorer()
+    grads = np.array([1e-9, 3e-8, 1e-6, 0.5, -2e-9, 4e-7])  # two under 2⁻²⁵ ≈ 3e-8: they round to 0 in fp16
+    box = loss_scale_explorer(grads)
     slider = find(box, "IntSlider")[0]
     text = find(box, "HTML")[0]
-    assert "36.3% of the gradients become 0" in text.value
-    slider.value = 10
-    assert "1.9% of the gradients become 0" in text.value
+    assert "33.3% of the gradients become 0" in text.value
+    slider.value = 10  # ×1024 lifts all of them into range
+    assert "0.0% of the gradients become 0" in text.value
 
 
 def test_padding_explorer_shows_the_buggy_loss_moving_with_padding():

@@ -6,9 +6,12 @@ register(Exercise(
     question="A weight w = 1.0 is stored in fp16. An update subtracts 0.0001. What does the fp16 weight hold afterwards?",
     answer=1.0,
     mistakes={
-        0.9999: "0.9999 is the exact result, but fp16 cannot hold it: near 1 its numbers are 2⁻¹¹ ≈ 0.0005 "
-                "apart below 1, so 0.9999 rounds back to 1.0. The update is lost.",
-        0.999: "Rounding does not go down to the next fp16 number: 0.9999 is much closer to 1.0.",
+        0.9999: "0.9999 is the exact result, but fp16 cannot hold it: just below 1 its numbers are 2⁻¹¹ ≈ 0.00049 "
+                "apart, so 0.9999 rounds back to 1.0. The update is lost.",
+        1 - 2.0**-11: "That is the fp16 number just below 1 (1 − 2⁻¹¹). But rounding goes to the *nearest* fp16 "
+                      "number, and 0.9999 is much closer to 1.0 than to 0.99951.",
+        0.999: "0.999 is ten updates' worth below 1. One update gives 0.9999 exactly, and fp16 then rounds that "
+               "to its nearest number, 1.0.",
     },
     hints=("fp16 has 10 fraction bits: just below 1 its numbers are 2⁻¹¹ apart.",
            "Round 0.9999 to the nearest multiple of 2⁻¹¹ ≈ 0.000488."),
@@ -18,12 +21,14 @@ register(Exercise(
 
 register(Exercise(
     key="07-scale",
-    question="A gradient is 2⁻³⁰ (about 9.3e-10); fp16's smallest subnormal is 2⁻²⁴. Which loss scale brings "
-             "it exactly to 2⁻²⁴?",
+    question="A gradient is 2⁻³⁰, and fp16's smallest subnormal is 2⁻²⁴. Which loss scale S brings it exactly up "
+             "to 2⁻²⁴?",
     answer=64,
     mistakes={
         6: "6 is the exponent: the scale is 2⁶.",
+        4: "In Python `^` is exclusive or, not a power: 2^6 is 4. Write 2**6.",
         2**30: "2³⁰ would bring the gradient to 1: far more than needed, and larger gradients would overflow.",
+        2**54: "2⁵⁴ is 2³⁰ × 2²⁴: the scale must *divide out* the gap between the two, 2⁻²⁴ / 2⁻³⁰.",
         1 / 64: "Scaling down makes it smaller still: multiply by 64, don't divide.",
     },
     hints=("2⁻³⁰ × S = 2⁻²⁴.", "S = 2⁻²⁴ / 2⁻³⁰ = 2^(30 − 24)."),
@@ -32,16 +37,21 @@ register(Exercise(
 
 register(Exercise(
     key="07-dynamic",
-    question="A dynamic scaler starts at 65536, halves on overflow, doubles after 2000 clean steps in a row. "
-             "Steps 1 and 2 overflow, then 2000 clean steps follow. What is the scale now?",
-    answer=32768,
+    question="A dynamic loss scaler starts at 1024. On an overflow it halves the scale (and that step is skipped); "
+             "after 3 clean steps in a row it doubles the scale. The first 2 steps overflow, then 4 clean steps "
+             "follow. What is the scale after these 6 steps?",
+    answer=512,
     mistakes={
-        16384: "16384 is the scale after the two overflows; 2000 clean steps double it once.",
-        65536: "Two halvings and one doubling do not cancel out.",
-        131072: "Each overflow halves the scale: 65536 → 32768 → 16384, then one doubling.",
+        256: "256 is the scale after the two overflows; the third clean step in a row doubles it.",
+        1024: "Each of the two overflows halves the scale (1024 → 512 → 256), and only one doubling follows: "
+              "the fourth clean step starts a new count.",
+        4096: "The scale doubles once per 3 clean steps in a row, not after every clean step.",
+        2048: "An overflow halves the scale; it never doubles it.",
     },
-    hints=("Two overflows: two halvings.", "Then one doubling after 2000 clean steps."),
-    solution="65536 → 32768 → 16384 (two overflows, both steps skipped) → 32768 after 2000 clean steps.",
+    hints=("Two overflows: two halvings.", "Then count the clean steps: the 3rd in a row doubles the scale and "
+           "restarts the count; the 4th is the first of a new count."),
+    solution="1024 → 512 → 256 (two overflows, both steps skipped); clean steps 1, 2, 3 → 512 (the count "
+             "restarts); clean step 4 → still 512.",
 ))
 
 
