@@ -122,14 +122,16 @@ class LearnerError(Exception):
 
 def _learner_line(tb) -> str:
     """'line 3: dW = X @ G' for the innermost frame of the learner's own code, or ''."""
-    found = ""
+    found = None
     for frame, lineno in traceback.walk_tb(tb):
         filename = frame.f_code.co_filename
-        if filename.startswith((_HAAW, _NUMPY)) or "site-packages" in filename or filename.startswith("<frozen"):
-            continue
-        source = linecache.getline(filename, lineno).strip()
-        found = f"line {lineno} of {frame.f_code.co_name}" + (f": {source}" if source else "")
-    return found
+        if not (filename.startswith((_HAAW, _NUMPY)) or "site-packages" in filename or filename.startswith("<frozen")):
+            found = filename, lineno, frame.f_code.co_name
+    if found is None:
+        return ""
+    filename, lineno, name = found  # the source is read once: a RecursionError has a thousand frames
+    source = linecache.getline(filename, lineno).strip()
+    return f"line {lineno} of {name}" + (f": {source}" if source else "")
 
 
 def _call(fn, args, what: str):
