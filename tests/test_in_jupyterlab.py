@@ -68,6 +68,18 @@ TYPED_EXERCISE = {
 }
 
 
+# A notebook whose figures would vanish in a dark theme: the test of the dark-theme check.
+SEE_THROUGH = {"cells": [{"cell_type": "code", "execution_count": None, "id": "see-through", "metadata": {},
+                          "outputs": [], "source": [
+    "from IPython.display import HTML, display\n",
+    "import matplotlib.pyplot as plt\n",
+    "display(HTML('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"80\" height=\"20\" viewBox=\"0 0 80 20\">'\n",
+    "            '<text x=\"2\" y=\"15\">no background</text></svg>'))\n",
+    "fig, ax = plt.subplots(figsize=(2, 1), facecolor='none')\n",
+    "ax.plot([0, 1]); plt.show()"]}],
+    "metadata": BROKEN["metadata"], "nbformat": 4, "nbformat_minor": 5}
+
+
 def _missing() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
@@ -90,6 +102,7 @@ def lab(tmp_path_factory):
     shutil.copytree(ROOT / "notebooks", served / "notebooks",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     (served / "broken.ipynb").write_text(json.dumps(BROKEN))
+    (served / "see-through.ipynb").write_text(json.dumps(SEE_THROUGH))
     home = served / ".home"  # nothing is written into the real $HOME
     env = dict(os.environ, HOME=str(home))
     for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
@@ -152,59 +165,126 @@ def browser(lab):
 
 
 @pytest.fixture(scope="module")
-def screenshots(tmp_path_factory, request):
+def screenshots(tmp_path_factory):
     folder = Path(os.environ.get("HAAW_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     folder.mkdir(parents=True, exist_ok=True)
-    times = {}
-    yield folder, times
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter and capture and times:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line("")
-            reporter.write_line(f"browser test: screenshots in {folder}")
-            for name, seconds in times.items():
-                reporter.write_line(f"browser test: {name} {seconds:.1f} s (open, run all, move sliders)")
+    return folder
+
+
+PARALLEL = int(os.environ.get("HAAW_BROWSER_PARALLEL", "3"))  # notebooks open at once, each with its kernel
+ALL_RUN_JS = """() => {
+    const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
+    return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent)); }"""
+# Figures that would vanish in a dark theme: a picture whose corner is transparent, or a drawing with no
+# background of its own (dark text on the dark page). Returns a description of each.
+SEE_THROUGH_JS = """() => {
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    const found = [];
+    panel.querySelectorAll('.jp-OutputArea-output img').forEach((img, i) => {
+        if (!img.naturalWidth) return;
+        const canvas = document.createElement('canvas');
+        canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+        const g = canvas.getContext('2d'); g.drawImage(img, 0, 0);
+        if (g.getImageData(0, 0, 1, 1).data[3] < 255) found.push('picture ' + i + ' has a transparent background');
+    });
+    panel.querySelectorAll('.jp-OutputArea-output svg:not([data-icon])').forEach((svg, i) => {
+        const style = getComputedStyle(svg).backgroundColor;
+        const own = style && style !== 'rgba(0, 0, 0, 0)' && style !== 'transparent';
+        const rect = svg.querySelector(':scope > rect');
+        const covered = rect && !['none', 'transparent'].includes(rect.getAttribute('fill'))
+            && Number(rect.getAttribute('width')) >= 0.99 * svg.viewBox.baseVal.width;
+        if (!own && !covered) found.push('drawing ' + i + ' has no background');
+    });
+    return found; }"""
+
+
+def open_and_run(context, lab, relpath: str):
+    """Open ``relpath`` in JupyterLab and start running all its cells; returns the page."""
+    page = context.new_page()
+    # ?reset: a fresh workspace, so no other notebook is restored beside this one
+    page.goto(f"{lab['base']}/lab/tree/{relpath}?reset&token={lab['token']}")
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # an earlier "run all" is dropped
+    if page.evaluate("() => document.body.dataset.jpThemeLight") == "false":  # an earlier page chose dark
+        page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    return page
+
+
+def inspect(page, name: str, shots: Path | None = None) -> list[str]:
+    """Once every cell has run: the errors shown, every explorer tried, the exercise typed into."""
+    page.wait_for_function(ALL_RUN_JS, timeout=180_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+    problems = []
+    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    for index in range(cells.count()):
+        cell = cells.nth(index)
+        where = f"{name}, cell {index}"
+        errors = cell.locator('.jp-OutputArea [data-mime-type="application/vnd.jupyter.stderr"]')
+        for k in range(errors.count()):
+            problems.append(f"{where}: error output: {errors.nth(k).inner_text()[:500]}")
+        if "Error displaying widget" in cell.inner_text():
+            problems.append(f"{where}: Error displaying widget")
+        handles = cell.locator(".jp-OutputArea .noUi-handle")
+        if handles.count():
+            problems += _move_first_slider(page, cell, handles.first, where)
+            if shots:
+                cell.screenshot(path=str(shots / f"{Path(name).stem}-cell{index:02d}.png"))
+    if name == TYPED_EXERCISE["notebook"]:
+        problems += exercise_round_trip(page, cells, name)
+    if shots:
+        page.screenshot(path=str(shots / f"{Path(name).stem}.png"))
+    return problems
+
+
+def in_dark_theme(page, name: str, shots: Path | None = None) -> list[str]:
+    """Switch JupyterLab to its dark theme; every figure must keep its own light background."""
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+    page.wait_for_timeout(300)
+    if shots:
+        page.screenshot(path=str(shots / f"{Path(name).stem}-dark.png"), full_page=True)
+    return [f"{name}, dark theme: {problem}" for problem in page.evaluate(SEE_THROUGH_JS)]
 
 
 def run_in_lab(context, lab, relpath: str, shots: Path | None = None) -> list[str]:
-    """Open ``relpath`` in JupyterLab, run all cells, try every explorer; return the problems seen."""
-    name = Path(relpath).name
-    page = context.new_page()
-    problems = []
+    """One notebook, start to finish: the problems seen."""
+    page = open_and_run(context, lab, relpath)
     try:
-        # ?reset: a fresh workspace, so no other notebook is restored beside this one
-        page.goto(f"{lab['base']}/lab/tree/{relpath}?reset&token={lab['token']}")
-        idle = page.get_by_text("Python 3 (ipykernel) | Idle")
-        idle.wait_for(timeout=60_000)  # an earlier "run all" is silently dropped
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-        page.wait_for_function("""() => {
-            const prompts = [...document.querySelectorAll(
-                '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
-            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent)); }""",
-                               timeout=120_000)
-        idle.wait_for(timeout=60_000)
-        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
-        for index in range(cells.count()):
-            cell = cells.nth(index)
-            where = f"{name}, cell {index}"
-            errors = cell.locator('.jp-OutputArea [data-mime-type="application/vnd.jupyter.stderr"]')
-            for k in range(errors.count()):
-                problems.append(f"{where}: error output: {errors.nth(k).inner_text()[:500]}")
-            if "Error displaying widget" in cell.inner_text():
-                problems.append(f"{where}: Error displaying widget")
-            handles = cell.locator(".jp-OutputArea .noUi-handle")
-            if handles.count():
-                problems += _move_first_slider(page, cell, handles.first, where)
-                if shots:
-                    cell.screenshot(path=str(shots / f"{Path(name).stem}-cell{index:02d}.png"))
-        if name == TYPED_EXERCISE["notebook"]:
-            problems += exercise_round_trip(page, cells, name)
-        if shots:
-            page.screenshot(path=str(shots / f"{Path(name).stem}.png"))
+        return inspect(page, Path(relpath).name, shots)
     finally:
         page.close()
-    return problems
+
+
+@pytest.fixture(scope="module")
+def notebook_runs(lab, browser, screenshots, request):
+    """Every notebook, a few at a time, in one browser on one server: name -> (problems, seconds)."""
+    results, start = {}, time.monotonic()
+    for batch in (NOTEBOOKS[i:i + PARALLEL] for i in range(0, len(NOTEBOOKS), PARALLEL)):
+        opened = {}
+        for path in batch:  # start them all; their kernels run side by side
+            began = time.monotonic()
+            try:
+                opened[path.name] = (open_and_run(browser, lab, f"notebooks/{path.name}"), began)
+            except Exception as err:  # noqa: BLE001  (reported per notebook, not for the whole batch)
+                results[path.name] = ([f"{path.name}: could not open and run it: {err}"], time.monotonic() - began)
+        for name, (page, began) in opened.items():
+            try:
+                problems = inspect(page, name, screenshots)
+                problems += in_dark_theme(page, name, screenshots)
+            except Exception as err:  # noqa: BLE001
+                problems = [f"{name}: {type(err).__name__}: {err}"]
+            finally:
+                page.close()
+            results[name] = (problems, time.monotonic() - began)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter and capture:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("")
+            reporter.write_line(f"browser test: {len(results)} notebooks in {time.monotonic() - start:.0f} s, "
+                                f"{PARALLEL} at a time; screenshots in {screenshots}")
+    return results
 
 
 def type_into_cell(page, cell, source: str) -> str:
@@ -270,12 +350,20 @@ def _settle(page, cell, view, seconds: float = 5) -> None:
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_and_its_explorers_respond_in_jupyterlab(notebook, lab, browser, screenshots):
-    folder, times = screenshots
-    start = time.monotonic()
-    problems = run_in_lab(browser, lab, f"notebooks/{notebook.name}", folder)
-    times[notebook.name] = time.monotonic() - start
+def test_notebook_runs_and_its_explorers_respond_in_jupyterlab(notebook, notebook_runs):
+    problems, _ = notebook_runs[notebook.name]
     assert not problems, "\n".join(problems)
+
+
+def test_a_figure_without_a_background_is_seen_in_the_dark_theme(lab, browser):
+    page = open_and_run(browser, lab, "see-through.ipynb")
+    try:
+        page.wait_for_function(ALL_RUN_JS, timeout=60_000)
+        problems = in_dark_theme(page, "see-through.ipynb")
+    finally:
+        page.close()
+    assert sorted(problems) == ["see-through.ipynb, dark theme: drawing 0 has no background",
+                                "see-through.ipynb, dark theme: picture 0 has a transparent background"]
 
 
 def test_a_broken_explorer_callback_is_reported_with_notebook_and_cell(lab, browser):
