@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from haaw import Value
+from haaw.course.nb02 import MLP  # the same network notebook 02 trains, built from Values
 
 try:
     from micrograd.engine import Value as MicroValue
@@ -29,39 +30,6 @@ except ImportError:
 
 SIZES = [2, 16, 16, 1]
 N_POINTS, ALPHA, LR = 64, 1e-4, 0.05
-
-
-class Neuron:
-    def __init__(self, nin, nonlin, rng):
-        self.w = [Value(float(v)) for v in rng.uniform(-1, 1, nin)]
-        self.b = Value(float(rng.uniform(-0.1, 0.1)))  # not 0, so copying the bias matters
-        self.nonlin = nonlin
-
-    def __call__(self, x):
-        act = self.b
-        for wi, xi in zip(self.w, x):
-            act = act + wi * xi
-        return act.relu() if self.nonlin else act
-
-    def parameters(self):
-        return self.w + [self.b]
-
-
-class MLP:
-    """ReLU hidden layers, linear output; one output neuron returns a Value, not a list."""
-
-    def __init__(self, sizes, rng):
-        last = len(sizes) - 2
-        self.layers = [[Neuron(nin, i != last, rng) for _ in range(nout)]
-                       for i, (nin, nout) in enumerate(zip(sizes, sizes[1:]))]
-
-    def __call__(self, x):
-        for layer in self.layers:
-            x = [neuron(x) for neuron in layer]
-        return x[0] if len(x) == 1 else x
-
-    def parameters(self):
-        return [p for layer in self.layers for neuron in layer for p in neuron.parameters()]
 
 
 def half_moons(n, seed=0):
@@ -166,7 +134,7 @@ def main(argv=None):
     warmup, reps = (1, 2) if args.quick else (3, args.reps)
 
     points, labels = half_moons(N_POINTS)
-    ours = MLP(SIZES, np.random.default_rng(1))
+    ours = MLP(SIZES, seed=1)
     engines = {"haaw": (ours, Value)}
     if MicroMLP is not None:  # same structure, then our initial weights copied in
         theirs = MicroMLP(SIZES[0], SIZES[1:])
