@@ -257,6 +257,7 @@ def test_output_and_gradient_match_torch(name, data):
     ((4, 3), (1, 3), np.full((1, 3), 4.0)),
     ((4, 3), (4, 1), np.full((4, 1), 3.0)),
     ((2, 4, 3), (), np.array(24.0)),
+    ((0, 3), (1, 3), np.zeros((1, 3))),  # stretched over an empty batch: nothing to add up
 ])
 def test_unbroadcast_sums_over_what_broadcasting_stretched(g_shape, shape, expected):
     np.testing.assert_array_equal(unbroadcast(np.ones(g_shape), shape), expected)
@@ -352,3 +353,52 @@ def test_a_cast_passes_the_gradient_back_in_the_input_s_format(to):
     assert x.float().dtype == np.float32 and x.half().dtype == np.float16 and x.double() is x
     with pytest.raises(TypeError, match="not a number format"):
         x.to("float12")
+
+
+def test_integer_sums_and_matrix_products_are_exact_not_rounded_through_float32():
+    big = 2**24 + 1  # the first integer float32 cannot hold
+    total = Tensor(np.full(3, big, dtype=np.int32)).sum()
+    assert total.item() == 3 * big and total.dtype == np.int64  # PyTorch's sum of int32 is int64 too
+    product = Tensor(np.array([[big, 1]], dtype=np.int32)) @ Tensor(np.array([[1], [1]], dtype=np.int32))
+    assert product.dtype == np.int32 and product.item() == big + 1
+
+
+def test_a_row_sum_over_an_empty_batch_has_an_empty_gradient():
+    x = Tensor(np.zeros((0, 3)), requires_grad=True)
+    x.sum(dim=1).backward(np.zeros(0))
+    assert x.grad.shape == (0, 3)
+
+
+def test_cat_of_three_tensors_gives_each_its_own_slice_of_the_gradient():
+    a, b, c = (Tensor(np.zeros((2, n)), requires_grad=True) for n in (1, 2, 3))
+    g = np.arange(12.0).reshape(2, 6)
+    cat([a, b, c], dim=1).backward(g)
+    np.testing.assert_array_equal(a.grad, g[:, :1])
+    np.testing.assert_array_equal(b.grad, g[:, 1:3])
+    np.testing.assert_array_equal(c.grad, g[:, 3:])
+
+
+def test_masked_softmax_of_huge_scores_is_finite_and_exact():
+    scores = np.array([[1000.0, 5.0, 1000.0 + np.log(3.0)], [3.0, 3.0, 7.0]])
+    mask = np.array([[True, False, True], [True, True, False]])
+    out = apply("masked_softmax", Tensor(scores), mask=mask, dim=-1)
+    np.testing.assert_allclose(out.data, [[0.25, 0.0, 0.75], [0.5, 0.5, 0.0]], rtol=1e-12)
+
+
+X = np.array([[1.0, 5.0, 2.0], [4.0, 0.0, 6.0]])
+X3 = np.stack([X, X[::-1] / 2])  # three axes, so that "the last" differs from the second
+
+
+@pytest.mark.parametrize("name, inputs, expected", [
+    ("sum", [X], 18.0),  # reductions: over every axis, no axis kept
+    ("mean", [X], 3.0),
+    ("max", [X], 6.0),
+    ("cat", [X, X[:1]], np.concatenate([X, X[:1]], axis=0)),  # along the first axis
+    ("log_softmax", [X3], X3 - np.log(np.exp(X3).sum(axis=2, keepdims=True))),  # along the last axis
+])
+def test_the_table_s_functions_called_with_their_defaults_act_like_pytorch_s(name, inputs, expected):
+    from haaw.engine.ops import Context
+
+    out = OPS[name].forward(Context(), *inputs)
+    assert np.shape(out) == np.shape(expected)
+    np.testing.assert_allclose(out, expected, rtol=1e-12)

@@ -179,3 +179,13 @@ def test_use_names_a_wrong_slot_or_a_non_function(kwargs, message):
         with haaw.use(**kwargs):
             pass
     assert plugins.active == {}
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_your_softmax_backward_written_for_the_last_axis_serves_a_softmax_along_any_axis(dim):
+    z, g = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 4, 5))
+    t = Tensor(z, requires_grad=True)
+    with haaw.use(softmax=softmax_backward):
+        t.softmax(dim).backward(g)
+    s = np.exp(z) / np.exp(z).sum(axis=dim, keepdims=True)
+    np.testing.assert_allclose(t.grad, s * (g - (g * s).sum(axis=dim, keepdims=True)), rtol=1e-12, atol=1e-15)

@@ -153,3 +153,9 @@ def test_an_in_place_edit_of_what_a_custom_op_saved_is_caught():
         y.sum().backward()
 
 
+
+
+def test_a_custom_op_whose_inputs_need_no_gradient_records_nothing():
+    y = Square.apply(Tensor(np.array([1.0, -2.0])))
+    np.testing.assert_array_equal(y.data, [1.0, 4.0])
+    assert not y.requires_grad and y._parents == ()

@@ -91,6 +91,13 @@ def test_topological_order_is_deterministic_for_tensors_too():
 @pytest.mark.parametrize("make, error, message", [
     (lambda: Tensor(np.ones((3, 4))) @ Tensor(np.ones((5, 2))), ValueError,
      r"matmul: \(3, 4\) @ \(5, 2\): inner dimensions 4 and 5 differ"),
+    (lambda: Tensor(np.ones((3, 4))) @ Tensor(np.ones((3, 2))), ValueError, "inner dimensions 4 and 3 differ"),
+    (lambda: Tensor(np.ones((3, 4))) @ Tensor(np.ones((5, 4))), ValueError, "inner dimensions 4 and 5 differ"),
+    (lambda: Tensor(np.ones((2, 5, 4))) @ Tensor(np.ones((5, 2))), ValueError, "inner dimensions 4 and 5 differ"),
+    (lambda: Tensor(np.ones((2, 3, 4))) @ Tensor(np.ones((3, 4, 5))), ValueError,
+     r"batch dimensions \(2,\) and \(3,\) do not broadcast"),
+    (lambda: Tensor(np.ones((4, 3, 4))) @ Tensor(np.ones((2, 4, 5))), ValueError,
+     r"batch dimensions \(4,\) and \(2,\) do not broadcast"),
     (lambda: Tensor(np.ones(3)) @ Tensor(np.ones((3, 2))), ValueError, "at least 2 dimensions"),
     (lambda: Tensor(np.ones((3, 4))) + Tensor(np.ones(5)), ValueError,
      r"add: shapes \(3, 4\) and \(5,\) cannot be broadcast"),
@@ -272,3 +279,52 @@ def test_a_vjp_that_returns_the_wrong_shape_is_refused_and_named():
 
     with pytest.raises(ValueError, match=r"backward of 'Bad' returned a gradient of shape \(\) for its input 0"):
         Bad.apply(Tensor(np.ones(3), requires_grad=True)).sum().backward()
+
+
+def test_editing_a_copy_made_by_fancy_indexing_leaves_the_source_s_saved_values_valid():
+    x = Tensor(np.array([1.0, 2.0, 3.0]))
+    w = Tensor(np.ones(3), requires_grad=True)
+    loss = (x * w).sum()  # mul saves x
+    picked = x[np.array([0, 2])]  # a copy, not a view: it shares nothing with x
+    picked += 10.0
+    loss.backward()
+    np.testing.assert_array_equal(w.grad, [1.0, 2.0, 3.0])
+
+
+def test_a_new_tensor_is_at_version_0_and_each_in_place_change_adds_1():
+    w = Tensor(np.ones(2), requires_grad=True)
+    y = w * 2.0
+    assert w._version == 0 and y._version == 0 and w.detach()._version == 0
+    with no_grad():
+        y += 1.0
+        y *= 3.0
+    assert y._version == 2 and w._version == 0
+
+
+def test_an_in_place_edit_is_caught_even_when_every_tensor_of_the_operation_was_edited():
+    w = Tensor(np.array([0.5, -1.0]), requires_grad=True)
+    h = w.exp()  # exp saves its output; the input's version is noted too
+    with no_grad():
+        w += 1.0
+        h *= 2.0
+    with pytest.raises(RuntimeError, match="backward of 'exp' needs its output"):
+        h.sum().backward()
+
+
+def test_a_float32_leaf_combined_with_float64_gets_its_gradient_in_float32():
+    w = Tensor(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    y = w * np.array([0.5, 0.25])  # a float64 array: the product is float64
+    assert y.dtype == np.float64
+    y.sum().backward()
+    assert w.grad.dtype == np.float32
+    np.testing.assert_array_equal(w.grad, [0.5, 0.25])
+
+
+def test_requires_grad__turns_recording_on_or_off_for_floats_only_and_returns_the_tensor():
+    t = Tensor(np.ones(2))
+    assert t.requires_grad_() is t and t.requires_grad
+    assert t.requires_grad_(False) is t and not t.requires_grad
+    ints = Tensor(np.array([1, 2]))
+    assert ints.requires_grad_(False) is ints and not ints.requires_grad
+    with pytest.raises(TypeError, match="only floating-point tensors can require gradients"):
+        ints.requires_grad_()

@@ -9,6 +9,7 @@ import pytest
 from haaw import Value
 
 from haaw.tools import gradcheck
+from haaw.engine import autograd
 from haaw.engine.autograd import topological_order
 
 
@@ -181,3 +182,15 @@ def test_nodes_are_hashed_by_identity_which_the_topological_sort_relies_on():
 
     assert Value.__hash__ is object.__hash__ and Value.__eq__ is object.__eq__
     assert Tensor.__hash__ is object.__hash__ and Tensor.__eq__ is object.__eq__
+
+
+def test_backward_returns_the_nodes_it_visited_the_root_first_and_each_before_its_parents():
+    a, b = Value(1.0, label="a"), Value(2.0, label="b")
+    c = a * b
+    c.label = "c"
+    d = c + a
+    d.label = "d"
+    visited = [n.label for n in autograd.backward(d, 1.0)]
+    assert sorted(visited) == ["a", "b", "c", "d"] and visited[0] == "d"
+    assert visited.index("d") < visited.index("c") < visited.index("a")
+    assert visited.index("c") < visited.index("b")

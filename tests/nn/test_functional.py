@@ -12,6 +12,11 @@ def test_softmax_is_stable_for_huge_logits():
     assert np.isfinite(F.log_softmax(Tensor(np.array([1000.0, -1000.0]))).data).all()
 
 
+def test_cross_entropy_is_finite_and_exact_for_huge_logits():
+    loss = F.cross_entropy(Tensor(np.array([[1000.0, 1000.0 + np.log(3.0)]])), np.array([1]))
+    assert loss.item() == pytest.approx(np.log(4 / 3), rel=1e-9)  # −log(3 / (1 + 3))
+
+
 def test_cross_entropy_of_a_uniform_guess_is_log_of_the_class_count():
     loss = F.cross_entropy(Tensor(np.zeros((4, 10))), np.array([0, 3, 9, 2]))
     assert loss.item() == pytest.approx(np.log(10))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import haaw.nn.functional as F
-from haaw.engine import Tensor, checkpoint
+from haaw.engine import Function, Tensor, checkpoint
 from haaw.nn import MLP
 from haaw.tools.flops import count_flops
 
@@ -60,6 +60,9 @@ def test_backward_is_exactly_the_forward_when_only_the_weight_needs_one():
      2 * 8 * 5 * 3, 2 * (2 * 8 * 5 * 3) + 8 * 3),
     ("linear", lambda x, w, b: F.linear(x, w, b), [(8, 5), (5, 3), (3,)], [False, True, True],
      2 * 8 * 5 * 3, 2 * 8 * 5 * 3 + 8 * 3),
+    # a batch of sequences: k is the input's last axis, whatever comes before it
+    ("linear", lambda x, w, b: F.linear(x, w, b), [(2, 8, 5), (5, 3), (3,)], [True, True, True],
+     2 * 2 * 8 * 5 * 3, 2 * (2 * 2 * 8 * 5 * 3) + 2 * 8 * 3),
 ])
 def test_each_kind_of_operation_is_counted_by_its_convention(name, fn, shapes, needs, forward, backward):
     f, b = counts(fn, *(rng.standard_normal(s) for s in shapes), needs=needs)
@@ -119,3 +122,19 @@ def test_an_mlp_s_linear_layers_agree_with_torch_flop_counter(torch):
         h = torch.relu(torch.nn.functional.linear(torch.tensor(x), params[0].T, params[1]))
         torch.nn.functional.linear(h, params[2].T, params[3]).sum().backward()
     assert ours.forward["linear"] + ours.backward["linear"] == theirs.get_total_flops()
+
+
+class Cube(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.a = a
+        return a * a * a
+
+    @staticmethod
+    def backward(ctx, g):
+        return 3 * ctx.a * ctx.a * g
+
+
+def test_a_custom_function_counts_no_flops_its_numpy_work_is_invisible_to_the_counter():
+    forward, backward = counts(Cube.apply, rng.standard_normal((4, 5)))
+    assert (forward, backward) == ({"Cube": 0}, {"Cube": 0})

@@ -98,3 +98,11 @@ def test_activations_follow_the_published_formula_and_recomputation_shrinks_them
     assert recomputed["activations"] == L * 2 * s * b * h
     with pytest.raises(ValueError, match="precision must be"):
         training_memory(MODEL_7B, 1, 1, precision="fp8")
+
+
+def test_checkpoint_gives_the_weights_inside_their_gradient_even_when_its_input_needs_none():
+    x0, w0 = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+    w = Tensor(w0, requires_grad=True)
+    out = checkpoint(lambda h: (h @ w).tanh(), Tensor(x0))
+    out.sum().backward()
+    np.testing.assert_allclose(w.grad, x0.T @ (1 - np.tanh(x0 @ w0) ** 2), rtol=1e-12)  # d/dW Σ tanh(XW)
