@@ -3,6 +3,7 @@
     python scripts/measure_notebooks.py           # measures, then rewrites the generated part of
                                                   # docs/instructor-guide.md
     python scripts/measure_notebooks.py --no-write
+    python scripts/measure_notebooks.py --reuse      # the tables again from the stored measurements
 
 For each notebook: the wall time of running it top to bottom in a fresh kernel (kernel start
 included, as a learner meets it), and the peak memory of the kernel with every process it starts
@@ -48,7 +49,15 @@ def measure(path: Path) -> dict:
 def goals(nb) -> list[str]:
     text = nb.cells[0].source
     block = text.split("**You will learn**", 1)[1] if "**You will learn**" in text else ""
-    return [line[2:].strip() for line in block.splitlines() if line.startswith("- ")]
+    items: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("- "):
+            items.append(line[2:].strip())
+        elif items and line.startswith(" ") and line.strip():  # a bullet continued on the next line
+            items[-1] += " " + line.strip()
+        elif items and not line.strip():
+            break
+    return items
 
 
 def exercises(nb) -> list[str]:
@@ -94,10 +103,16 @@ def _short(value) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print the measurements, change no file")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure nothing: rewrite the guide from docs/notebook-measurements.json (after a "
+                             "change to a notebook's goals or exercises that leaves its run time alone)")
     args = parser.parse_args(argv)
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     measured = {}
-    for path in notebooks:
+    if args.reuse:
+        stored = json.loads((ROOT / "docs" / "notebook-measurements.json").read_text())
+        measured = {path.name: stored[path.name] for path in notebooks}
+    for path in [] if args.reuse else notebooks:
         measured[path.name] = measure(path)
         print(f"{path.name}: {measured[path.name]['seconds']} s, {measured[path.name]['peak MiB']} MiB", flush=True)
     if args.no_write:
