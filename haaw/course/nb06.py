@@ -9,10 +9,15 @@ does not shrink this part, it shrinks the activations.
 Activations per layer, in 16-bit, for sequence length s, batch b, hidden size h and a heads:
 s·b·h·(34 + 5·a·s/h) bytes (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 Transformer Models", who count what each step of a layer keeps: 34·s·b·h for the arrays the size
-of the hidden state, 5·a·s²·b for the attention scores, their softmax and dropout); fp32 doubles
-it. A kernel that keeps no score matrix (FlashAttention-style) drops the second term. With full
-recomputation (checkpointing every layer) each layer's input stays, 2·s·b·h bytes in 16-bit, and
-while one layer is recomputed during backward its own activations exist again.
+of the hidden state, 5·a·s²·b for the attention scores, their softmax and dropout). Of those bytes,
+the dropout masks take one byte a number in any precision; in fp32 the other numbers take 4 bytes
+instead of 2, which gives s·b·h·(66 + 9·a·s/h). A kernel that keeps no score matrix
+(FlashAttention-style) drops the second term. With full recomputation (checkpointing every layer)
+each layer's input stays (one number per entry of the hidden state), and while one layer is
+recomputed during backward its own activations exist again.
+
+Only the transformer layers are counted: not the embeddings, nor the output layer's logits and the
+loss, nor temporaries.
 
 The checkpointing experiment itself is written in the notebook, where the learner can change it;
 ``measure`` here is the same experiment for the explorer when it is not handed the notebook's own.
@@ -99,15 +104,18 @@ def training_memory(model: TransformerShape, batch: int, seq: int, precision: st
     else:
         weights, grads = 4 * P, 4 * P
     s, b, h, a = seq, batch, model.hidden, model.heads
-    size = 2 if precision == "fp32" else 1  # the formula counts 16-bit activations
-    one_layer = s * b * h * (34 + (5 * a * s / h if keep_scores else 0))
-    layer_input = 2 * s * b * h
+    w = 4 if precision == "fp32" else 2  # bytes a number; a dropout mask takes 1 byte a number in both
+    # the hidden-state-sized arrays: 16 numbers of w bytes and 2 masks; per score entry: 2 numbers and 1 mask
+    hidden_part = 16 * w + 2  # 34 in 16-bit, 66 in fp32
+    score_part = (2 * w + 1) * a * s / h if keep_scores else 0  # 5·a·s/h in 16-bit, 9·a·s/h in fp32
+    one_layer = s * b * h * (hidden_part + score_part)
+    layer_input = w * s * b * h
     if recompute:
         activations, again = model.layers * layer_input, one_layer - layer_input
     else:
         activations, again = model.layers * one_layer, 0
     return {"weights": weights, "gradients": grads, "optimizer state": state,
-            "activations": activations * size, "recomputed layer": again * size}
+            "activations": activations, "recomputed layer": again}
 
 
 def describe_budget(model: TransformerShape, batch: int, seq: int, **kwargs) -> str:

@@ -73,7 +73,10 @@ def test_04_the_residual_branch_passes_the_gradient_with_factor_1():
 
 
 def test_04_depth_multiplies_and_the_plain_stack_vanishes_or_explodes():
-    assert f"{0.9**50:.4f}" == "0.0052" and f"{1.1**50:.1f}" == "117.4"
+    assert f"{0.9**50:.4g}" == "0.005154" and f"{1.1**50:.1f}" == "117.4"
+    from haaw.course.exercises import check
+    assert check("04-product", "0.005154").correct and check("04-product", 0.9**50).correct
+    assert not check("04-product", 0.9**49).correct  # 50 layers between the top and the stack's input
     logs = {}
     for scale in (0.9, 1.1):
         for name, kw in (("plain", {}), ("residual", {"residual": True}),
@@ -140,6 +143,21 @@ def test_04_saturation_tanh_and_sigmoid_slopes_vanish_and_sigmoid_s_never_exceed
     sigmoid = 1 / (1 + np.exp(-x))
     assert np.max(sigmoid * (1 - sigmoid)) == pytest.approx(0.25) and x[np.argmax(sigmoid * (1 - sigmoid))] == 0
     assert 1 - np.tanh(10.0) ** 2 < 1e-8 and (1 / (1 + np.exp(-10.0))) * (1 - 1 / (1 + np.exp(-10.0))) < 1e-4
+
+
+def test_04_the_table_s_slopes_in_x_are_the_exercises_slopes_in_y_and_gelu_s_slope_fades():
+    from math import erf, exp, pi, sqrt
+    x = np.linspace(-8, 8, 1601)
+    y = np.tanh(x)
+    np.testing.assert_allclose(4 / (np.exp(x) + np.exp(-x)) ** 2, 1 - y * y, atol=1e-15)  # tanh's slope, with y
+    sig = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(np.exp(-x) / (1 + np.exp(-x)) ** 2, sig * (1 - sig), atol=1e-15)
+    assert np.allclose((np.exp(x) + np.exp(-x)) ** 2 - (np.exp(x) - np.exp(-x)) ** 2, 4)
+
+    def gelu_slope(v):  # d/dv of v Φ(v)
+        return 0.5 * (1 + erf(v / sqrt(2))) + v * exp(-v * v / 2) / sqrt(2 * pi)
+    assert gelu_slope(-0.5) > 0 and gelu_slope(-1.0) < 0  # not 0 for moderately negative inputs; even negative
+    assert abs(gelu_slope(-10.0)) < 1e-18  # and it fades to 0 for very negative ones
 
 
 def test_04_a_dead_relu_unit_passes_no_gradient_to_its_weights():
@@ -236,8 +254,12 @@ def test_04_clipping_rescues_the_bad_init_but_the_norm_stays_above_the_threshold
                 losses.append(loss.item())
         return np.array(losses), np.array(norms)
 
-    unclipped, _ = train(np.inf)
+    unclipped, unclipped_norms = train(np.inf)
     assert np.flatnonzero(~np.isfinite(unclipped))[0] == 5
+    # "the step makes the next gradient larger": the loss and the norm grow at every step until nan
+    assert np.all(np.diff(unclipped[:5]) > 0) and np.all(np.diff(unclipped_norms[:5]) > 0)
+    assert f"{unclipped[0]:.3g}" == "387" and f"{unclipped_norms[0]:.3g}" == "1.58e+03"
+    assert 1e129 < unclipped[4] < 1e131  # "about 10¹³⁰ in five steps"
     losses, norms = train(1.0)
     engine_losses, engine_norms = train(1.0, engine=True)
     np.testing.assert_allclose(losses, engine_losses, rtol=1e-12)  # the exercise's function = clip_grad_norm_

@@ -154,3 +154,20 @@ def test_05_the_block_runs_on_the_learner_s_two_functions_with_the_engine_s_grad
     ref.backward(torch.tensor(g))
     theirs = [xt.grad.numpy()] + [params[id(p)].grad.numpy() for p in block.parameters()]
     assert all(np.allclose(a, b, rtol=1e-9, atol=1e-12) for a, b in zip(with_attention, theirs))
+
+
+def test_05_exercise_1_needs_the_off_diagonal_entries_and_the_named_mistakes_are_what_they_say():
+    from haaw.course.exercises import REGISTRY, check
+
+    s, g = np.array([0.5, 0.3, 0.2]), np.array([1.0, 0.0, 0.0])
+    J = np.diag(s) - np.outer(s, s)
+    dz = J.T @ g
+    assert dz[1] == pytest.approx(-0.15) and check("05-softmax-grad", dz[1]).correct
+    diagonal_only = np.diag(J) * g  # keeping only ∂s_i/∂z_i: the second logit's gradient would be 0
+    assert diagonal_only[1] == 0 and not check("05-softmax-grad", diagonal_only[1]).correct
+    # the code exercise's two "diagonal" mistakes: s ⊙ G is diag(s) G, s(1 − s) ⊙ G is diag(J) ⊙ G
+    mistakes = {m.name: m.code for m in REGISTRY["05-softmax-backward"].mistakes}
+    G = np.array([0.3, -1.2, 2.0])
+    by_name = {name: fn(s, G) for name, fn in mistakes.items()}
+    assert any(np.allclose(v, np.diag(s) @ G) and "diag(s)" in name for name, v in by_name.items())
+    assert any(np.allclose(v, np.diag(J) * G) and "diagonal of the Jacobian" in name for name, v in by_name.items())

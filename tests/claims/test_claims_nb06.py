@@ -134,7 +134,20 @@ def test_06_the_memory_calculator_16_bytes_a_parameter_and_the_layer_being_recom
     assert round(again["activations"] / 2**30, 1) == 1.0 and round(again["recomputed layer"] / 2**30, 1) == 3.0
     assert again["recomputed layer"] > 2 * again["activations"]  # leaving it out understated the peak
     fp32 = training_memory(MODEL_7B, 1, 4096, precision="fp32", recompute=True)
-    assert fp32["recomputed layer"] == 2 * again["recomputed layer"]
+    # in fp32 the 2-byte numbers take 4 bytes, the two 1-byte dropout masks (and the scores' mask) do not
+    per_layer_fp32 = (2 * (4 + 10 + 18) + 2) * s * b * h + (2 * 2 * 2 + 1) * a * s * s * b
+    assert fp32["activations"] == L * 4 * s * b * h
+    assert fp32["recomputed layer"] == pytest.approx(per_layer_fp32 - 4 * s * b * h)
+    assert fp32["recomputed layer"] < 2 * again["recomputed layer"]  # not everything doubles
+    assert training_memory(MODEL_7B, 1, 4096, precision="fp32")["activations"] == pytest.approx(L * per_layer_fp32)
+    # the notebook's fp32 formula s·b·h·(66 + 9·a·s/h)
+    assert per_layer_fp32 == pytest.approx(s * b * h * (66 + 9 * a * s / h))
+    # what the calculator leaves out: 125M's logits at 8 × 1024 tokens, 1.53 GiB in fp32, about as much as
+    # the checkpoints and the recomputed layer together
+    logits = 8 * 1024 * 50_257 * 4
+    assert f"{logits / 2**30:.2f}" == "1.53"
+    small = training_memory(GPT_125M, 8, 1024, precision="fp32", recompute=True)
+    assert abs(logits / (small["activations"] + small["recomputed layer"]) - 1) < 0.05
     assert training_memory(MODEL_7B, 1, 4096)["recomputed layer"] == 0
 
 
@@ -162,3 +175,28 @@ def test_06_the_checkpoint_class_gives_the_weights_inside_their_gradient_when_it
     layer.zero_grad()
     CheckpointSegment.apply(lambda h: layer(h).tanh(), Tensor(x0)).sum().backward()
     assert np.array_equal(layer.weight.grad, expected)
+
+
+def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_is_not():
+    from haaw import Function, no_grad
+    from haaw.course.exercises import check
+    from haaw.course.exercises.nb06 import _KeepsTheOutput
+
+    class KeepsACopy(Function):
+        always_record = True
+
+        @staticmethod
+        def forward(ctx, fn, x):
+            with no_grad():
+                out = fn(Tensor(x))
+            ctx.fn, ctx.x = fn, x.copy()
+            return out.data
+
+        @staticmethod
+        def backward(ctx, g):
+            x = Tensor(ctx.x, requires_grad=True)
+            ctx.fn(x).backward(g)
+            return None, x.grad
+
+    assert check("06-checkpoint", KeepsACopy).correct
+    assert not check("06-checkpoint", _KeepsTheOutput).correct

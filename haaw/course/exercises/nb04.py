@@ -17,28 +17,30 @@ register(Exercise(
 
 register(Exercise(
     key="04-product",
-    question="Each of 50 layers multiplies the gradient by 0.9 on its way back. What fraction of the "
-             "gradient at the top reaches the first layer?",
+    question="A gradient arrives at the top of a stack of 50 layers, and each layer multiplies it by 0.9 as it "
+             "passes back through. What fraction of it comes out below the first layer, as the gradient of the "
+             "stack's input?",
     answer=0.9**50,
     mistakes={
         45: "45 is 50 × 0.9: per-layer factors multiply, they do not add.",
         0.9: "0.9 is what one layer does. There are 50 of them in a row.",
         0.1**50: "0.1 is what each layer takes away, not what it keeps.",
         0.5: "Close in spirit, but work it out: 0.9 multiplied by itself 50 times.",
-        0.9**49: "That is 49 factors of 0.9, one layer short: 50 layers multiply in 50 factors.",
+        0.9**49: "That is 49 factors of 0.9, one layer short: on its way from the top to the stack's input the "
+                 "gradient passes through all 50 layers, the first one included, and each multiplies in its 0.9.",
         0.9**51: "That is 51 factors of 0.9, one too many: 50 layers multiply in 50 factors.",
         0.0052: "That is the right number rounded to 2 significant digits: give at least 3 (or let Python "
                 "compute 0.9 ** 50).",
     },
     hints=("The chain rule multiplies the local factors along the path.", "0.9 ** 50"),
-    solution="0.9⁵⁰ ≈ 0.0052: about half a percent survives. With 1.1 per layer, 1.1⁵⁰ ≈ 117: it explodes.",
+    solution="0.9⁵⁰ = 0.00515377520732012, about 0.00515: about half a percent survives. With 1.1 per layer, 1.1⁵⁰ ≈ 117: it explodes.",
     rtol=1e-3,
     forms=("0.00515", "0.005154", "5.15e-3"),
 ))
 
 register(Exercise(
     key="04-clip",
-    question="Two parameter tensors have gradients (3, 4) and (12,). What is their global gradient norm, "
+    question="Two parameter tensors have the gradients [3, 4] and [12]. What is their global gradient norm, "
              "the number clip_grad_norm compares with max_norm?",
     answer=13,
     mistakes={
@@ -46,7 +48,7 @@ register(Exercise(
         17: "17 adds the two tensors' own norms (5 + 12). Square every entry of both, sum, then take one root.",
         169: "169 is the sum of squares: take its square root.",
     },
-    hints=("Treat all gradients as one long vector (3, 4, 12).", "√(3² + 4² + 12²)"),
+    hints=("Treat all gradients as one long vector [3, 4, 12].", "√(3² + 4² + 12²)"),
     solution="√(9 + 16 + 144) = √169 = 13. Clipping to max_norm = 1 would multiply every gradient by 1/13.",
 ))
 

@@ -5,16 +5,24 @@ from .core import Exercise, register
 
 register(Exercise(
     key="05-softmax-grad",
-    question="Softmax outputs s = (0.5, 0.3, 0.2) and the upstream gradient is g = (1, 0, 0). "
-             "What is dL/dz₁, the gradient for the first logit?",
-    answer=0.25,
+    question="Softmax outputs s = (0.5, 0.3, 0.2) and the upstream gradient is g = (1, 0, 0): the loss depends "
+             "on the first weight only. What is dL/dz₂, the gradient for the second logit?",
+    answer=-0.15,
     mistakes={
-        0.5: "0.5 is s₁·g₁. Every output depends on every logit: subtract s₁·⟨g, s⟩ as well.",
-        1: "1 would pass g straight through, as if softmax were the identity.",
-        0.75: "0.75 is 1 − s₁ alone; it still has to be multiplied by s₁.",
+        0: "0 would be right if each weight depended on its own logit only (s ⊙ g, or a sigmoid's slope "
+           "s₂(1 − s₂) times g₂ = 0). But raising z₂ also lowers s₁, which the loss does depend on: the "
+           "off-diagonal entry ∂s₁/∂z₂ = −s₁s₂ carries g₁ to z₂.",
+        -0.5: "−0.5 is g₂ − ⟨g, s⟩; the vector form multiplies it by s₂ as well.",
+        -0.3: "−0.3 is −s₂·g₁; the Jacobian's entry is ∂s₁/∂z₂ = −s₁s₂, so multiply by s₁ = 0.5 as well.",
+        0.25: "0.25 is dL/dz₁, the first logit's gradient; the question asks for the second, z₂.",
+        -0.06: "−0.06 is −s₂·s₃; the loss depends on s₁, so the entry that matters is ∂s₁/∂z₂ = −s₁s₂.",
     },
-    hints=("The vector form: dL/dz = s ⊙ (g − ⟨g, s⟩).", "⟨g, s⟩ = 1·0.5 + 0 + 0 = 0.5."),
-    solution="dL/dz₁ = s₁ (g₁ − ⟨g, s⟩) = 0.5 × (1 − 0.5) = 0.25.",
+    hints=("Raising z₂ raises s₂ but lowers the other weights, s₁ among them, and s₁ is what the loss depends on. "
+           "The vector form: dL/dz = s ⊙ (g − ⟨g, s⟩).",
+           "⟨g, s⟩ = 1·0.5 + 0·0.3 + 0·0.2 = 0.5; then dL/dz₂ = s₂ (g₂ − 0.5)."),
+    solution="dL/dz₂ = s₂ (g₂ − ⟨g, s⟩) = 0.3 × (0 − 0.5) = -0.15. It is the Jacobian's off-diagonal entry "
+             "∂s₁/∂z₂ = −s₁s₂ = −0.15 times g₁ = 1: raising z₂ takes weight away from s₁. Keeping only the "
+             "diagonal would give 0.",
 ))
 
 register(Exercise(
@@ -88,9 +96,10 @@ register(CodeExercise(
     outputs=("dz",),
     slot="softmax",
     mistakes=[
-        Mistake("only the diagonal of the Jacobian",
-                "s ⊙ G keeps ∂s_i/∂z_i alone. Every weight depends on every logit (they must sum to 1), so the "
-                "off-diagonal part −s sᵀ G is needed too: s ⊙ (G − ⟨G, s⟩).",
+        Mistake("only the diag(s) part of the Jacobian",
+                "s ⊙ G is diag(s) G: it keeps the first term of the Jacobian diag(s) − s sᵀ and drops the second, "
+                "−s sᵀ G. Every weight depends on every logit (they must sum to 1), so that term is needed too: "
+                "s ⊙ (G − ⟨G, s⟩).",
                 lambda s, G: s * G),
         Mistake("the sum of G instead of ⟨G, s⟩",
                 "the correction is the average of G weighted by s, Σ_j G_j s_j, not the plain sum Σ_j G_j.",
@@ -101,9 +110,10 @@ register(CodeExercise(
                 "each row is its own softmax: take ⟨G, s⟩ along the last axis (axis=-1, keepdims=True), not over "
                 "the whole array.",
                 lambda s, G: s * (G - np.sum(G * s))),
-        Mistake("the sigmoid's slope",
-                "s(1 − s) is right for a sigmoid, whose outputs are independent; a softmax weight also moves when "
-                "the *other* logits move.",
+        Mistake("only the diagonal of the Jacobian (a sigmoid's slope)",
+                "s ⊙ (1 − s) ⊙ G keeps only the Jacobian's diagonal, ∂s_i/∂z_i = s_i(1 − s_i), which has the form "
+                "of a sigmoid's slope. A softmax weight also moves when the *other* logits move: the off-diagonal "
+                "entries −s_i s_j are needed too, and the vector form s ⊙ (G − ⟨G, s⟩) includes them.",
                 lambda s, G: s * (1 - s) * G),
     ],
     hints=("The Jacobian is diag(s) − s sᵀ. Apply it to G without building it: diag(s) G is s * G, and s sᵀ G is "
@@ -170,7 +180,7 @@ def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mas
 
 register(CodeExercise(
     key="05-attention-backward",
-    question="Write attention's backward: O = P V with P = softmax(S) row by row and S = Q Kᵀ / √d, where masked "
+    question="Write attention's backward: O = P V with P = softmax(S) row by row and S = Q Kᵀ / √d_k, where masked "
              "entries (mask False) get weight 0 and a fully masked query gets output 0. Given G = dL/dO, return "
              "(dL/dQ, dL/dK, dL/dV). Arrays may have leading batch and head axes.",
     signature="attention_backward(Q, K, V, mask, G) -> (dQ, dK, dV)",
@@ -180,7 +190,7 @@ register(CodeExercise(
     slot="attention",
     mistakes=[
         Mistake("the scale forgotten in backward",
-                "S = Q Kᵀ / √d, so the 1/√d multiplies dQ and dK too: the chain rule passes through the division.",
+                "S = Q Kᵀ / √d_k, so the 1/√d_k multiplies dQ and dK too: the chain rule passes through the division.",
                 _attention_variant(scale=False)),
         Mistake("dV = P G",
                 "O = P V: V's gradient is Pᵀ G (keys on the rows), the transpose on the left.",
@@ -194,8 +204,8 @@ register(CodeExercise(
                 _attention_variant(mask_used=False)),
     ],
     hints=("Go backwards one step at a time: O = P V gives dV and dP; the softmax gives dS from dP (your "
-           "softmax_backward, row by row); S = Q Kᵀ/√d gives dQ and dK.",
-           "dV = Pᵀ G, dP = G Vᵀ, dS = P ⊙ (dP − ⟨dP, P⟩), dQ = dS K / √d, dK = dSᵀ Q / √d. Build P with the mask, "
+           "softmax_backward, row by row); S = Q Kᵀ/√d_k gives dQ and dK.",
+           "dV = Pᵀ G, dP = G Vᵀ, dS = P ⊙ (dP − ⟨dP, P⟩), dQ = dS K / √d_k, dK = dSᵀ Q / √d_k. Build P with the mask, "
            "and make a fully masked row all zeros instead of 0/0.",
            "For batch axes use np.swapaxes(A, -1, -2) for a transpose, and keep the row sums along axis -1."),
 ))

@@ -91,6 +91,16 @@ def _segment(width, depth, seed):
     return fn, layers
 
 
+def _copies_of(x, out) -> int:
+    """Bytes that the operation's ctx keeps as copies of its input x (ctx.x = x.copy() keeps x, at some memory)."""
+    ctx = getattr(out, "_ctx", None)
+    saved = ctx.saved.values() if ctx is not None else ()
+    flat = [v for value in saved for v in (value if isinstance(value, (tuple, list)) else (value,))]
+    copies = {id(a): a for a in flat
+              if isinstance(a, np.ndarray) and a is not x and a.shape == x.shape and np.array_equal(a, x)}
+    return sum(a.nbytes for a in copies.values())
+
+
 def _run_checkpoint(cls, width, depth, batch, seed):
     if not (isinstance(cls, type) and issubclass(cls, Function)):
         raise LearnerError(f"pass your class itself, a subclass of Function; got {type(cls).__name__}")
@@ -100,7 +110,7 @@ def _run_checkpoint(cls, width, depth, batch, seed):
     G = rng.standard_normal((batch, width))
     with track_memory() as memory:
         out = cls.apply(fn, x)
-        kept = memory.current
+        kept = memory.current - _copies_of(x.data, out)  # a copy of the input is x too: allowed
         if not isinstance(out, Tensor) or not out.requires_grad:
             raise LearnerError("apply(fn, x) must give a Tensor that is part of the graph: does forward return "
                                "out.data, the array?")
@@ -144,14 +154,15 @@ class _KeepsTheOutput(CheckpointSegment):
 register(CodeExercise(
     key="06-checkpoint",
     question="Write checkpointing as a custom operation: CheckpointSegment.apply(fn, x) returns fn(x), but its forward "
-             "runs fn without recording anything and keeps only x; its backward runs fn again on x (this time "
+             "runs fn without recording anything and keeps only what backward needs, fn and x (no array but x); its "
+             "backward runs fn again on x (this time "
              "recording, with x requiring a gradient), pushes g back through it, and returns one gradient per "
              "argument of forward (None for fn).",
     signature="class CheckpointSegment(Function) with forward(ctx, fn, x) and backward(ctx, g)",
     reference=CheckpointSegment,
     cases=lambda: [Case("two layers, width 4", (4, 2, 3, 0)), Case("three layers, width 8", (8, 3, 5, 1)),
                    Case("six layers, width 16", (16, 6, 4, 2))],
-    outputs=("the output", "dL/dx", "the parameters' gradients", "bytes kept by the forward pass"),
+    outputs=("the output", "dL/dx", "the parameters' gradients", "bytes kept by the forward pass, besides x"),
     run=_run_checkpoint,
     mistakes=[
         Mistake("a forward that records",
