@@ -73,3 +73,69 @@ def test_01_the_tiny_chain_through_the_learner_s_mul_and_pow_gives_36():
         w, x = Value(2.0), Value(3.0)
         ((w * x) ** 2).backward()
     assert w.grad == 24.0 != 36.0
+
+
+def test_01_exercise_1_s_numbers_tell_the_gradient_from_the_loss():
+    from haaw import Value
+    from haaw.course.exercises import check
+    from haaw.course.exercises.core import CORRECT, WRONG
+
+    w, x = Value(3.0), Value(2.0)
+    y = w * x
+    loss = y**2
+    loss.backward()
+    assert (y.data, loss.data, y.grad, w.grad, x.grad) == (6.0, 36.0, 12.0, 24.0, 36.0)
+    assert loss.data != w.grad  # the loss is no longer a right answer
+    assert check("01-dL/dw", w.grad).status == CORRECT
+    assert check("01-dL/dw", loss.data).status == WRONG and "is L" in check("01-dL/dw", loss.data).message
+    # the named mistakes are what their messages say they are
+    assert 2 * x.data**2 == 8 and 2 * w.data**2 == 18 and 2 * w.data == y.data == 6
+    assert (2 * w.data) * x.data**2 == 24  # dL/dw from L = w²x² directly
+
+
+def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_rounding_error():
+    from fractions import Fraction
+
+    def loss_at(w):
+        return (w * 3) ** 2
+
+    for h in (Fraction(1, 10), Fraction(1, 1000), Fraction(1, 10**9)):  # exact arithmetic: exactly 36
+        assert (loss_at(2 + h) - loss_at(2 - h)) / (2 * h) == 36
+    hs = (1e-1, 1e-3, 1e-5, 1e-7, 1e-9)
+    central = [abs((loss_at(2 + h) - loss_at(2 - h)) / (2 * h) - 36) for h in hs]
+    one_sided = [abs((loss_at(2 + h) - loss_at(2)) / h - 36) for h in hs]
+    assert all(0 < e for e in central) and central[0] < 1e-12  # tiny but not zero: rounding
+    assert all(a < b for a, b in zip(central, central[1:]))  # and it grows as h shrinks
+    assert all(a > b for a, b in zip(one_sided[:4], one_sided[1:4]))  # one-sided: falls with h ...
+    assert one_sided[4] > one_sided[3]  # ... until rounding takes over
+    assert one_sided[0] == pytest.approx(9 * hs[0])  # in proportion to h: the error is 9h exactly
+
+
+def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances():
+    from haaw.engine import plugins
+
+    for off, ok in ((1e-6, True), (5e-6, True), (2e-5, False), (1e-4, False)):
+        # a multiplication whose backward is wrong by a relative `off`: backward 3·(1 + off), finite diff. 3
+        with plugins.use(mul=lambda a, b, off=off: (a * b, (b * (1 + off), a * (1 + off)))):
+            report = gradcheck(lambda w: w * 3.0, 2.0)
+        assert report.ok is ok, off
+        a, n = report.rows[0].analytic.item(), report.rows[0].numeric.item()
+        assert (abs(a - n) <= 1e-8 + 1e-5 * abs(n)) is ok
+    assert gradcheck(lambda w, x: (w * x) ** 2, 2.0, 3.0).ok
+
+
+def test_01_pytorch_fills_grad_for_leaves_only_unless_retain_grad():
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    w = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    y = w * 3.0
+    (y**2).backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch warns when a non-leaf's .grad is read
+        assert y.grad is None and w.grad.item() == 36.0
+    w.grad = None
+    y = w * 3.0
+    y.retain_grad()
+    (y**2).backward()
+    assert y.grad.item() == 12.0 and w.grad.item() == 36.0

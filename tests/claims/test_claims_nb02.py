@@ -165,3 +165,90 @@ def test_02_counted_passes_forward_mode_one_per_parameter_reverse_mode_one_each(
     calls["f"] = 0
     counted(*[Value(v) for v in values]).backward()
     assert calls == {"f": 1, "backward": 1}
+
+
+def _backward_marking_visited_on_push(root, parents_in_order=True):
+    """The broken sort the check must catch: a node is marked visited when pushed, not when popped."""
+    order, visited, stack = [], {id(root)}, [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for parent in (node._parents if parents_in_order else reversed(node._parents)):
+            if id(parent) not in visited:
+                visited.add(id(parent))
+                stack.append((parent, False))
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+@pytest.mark.parametrize("parents_in_order", [True, False])
+def test_02_the_backward_check_catches_a_sort_that_marks_nodes_visited_when_pushed(parents_in_order):
+    import math
+
+    from haaw.course.exercises import check
+    from haaw.course.exercises.core import CORRECT, WRONG
+    from haaw.course.exercises.nb02 import backward
+
+    def graphs():
+        w = Value(0.5)
+        a = w * 2.0
+        yield w, a * a.tanh(), 1.0 * math.tanh(1.0) * 2 + 1.0 * (1 - math.tanh(1.0) ** 2) * 2
+        w = Value(0.5)
+        a = w * 2.0
+        yield w, a.tanh() * a, None
+
+    for w, root, exact in graphs():
+        root.backward()
+        if exact is not None:
+            assert w.grad == pytest.approx(exact) and f"{w.grad:.3f}" == "2.363"
+    wrong = {True: [], False: []}
+    for flag in (True, False):
+        for w, root, _ in graphs():
+            _backward_marking_visited_on_push(root, parents_in_order=flag)
+            wrong[flag].append(w.grad)
+    assert f"{wrong[True][0]:.3f}" == "1.523"  # the tanh path lost: 2·tanh(1)
+    assert any(abs(g - 2.363) > 0.1 for g in wrong[parents_in_order])  # one of the two graphs exposes it
+    feedback = check("02-backward", lambda root: _backward_marking_visited_on_push(root, parents_in_order))
+    assert feedback.status == WRONG and "reused intermediate" in feedback.message
+    if parents_in_order:
+        assert "marking a node visited when it is pushed" in feedback.message
+    assert check("02-backward", backward).status == CORRECT
+
+
+def test_02_pytorch_raises_on_a_second_backward_only_where_values_were_saved_and_zero_grad_sets_none():
+    torch = pytest.importorskip("torch")
+    w = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    total = w + 1.0 + w  # additions save nothing
+    total.backward()
+    total.backward()  # goes through
+    assert w.grad.item() == 4.0
+    optimizer = torch.optim.SGD([w], lr=0.1)
+    optimizer.zero_grad()
+    assert w.grad is None  # the default, set_to_none=True
+
+
+def test_02_moons_are_the_two_moons_of_notebook_03_as_python_numbers():
+    import numpy as np
+
+    from haaw.course import datasets, nb02
+
+    points, labels = nb02.moons(32, seed=0)
+    ref_points, ref_labels = datasets.two_moons(32, noise=0.1, seed=0)
+    assert isinstance(points[0][0], float) and isinstance(labels[0], float)
+    np.testing.assert_array_equal(np.array(points), ref_points)
+    assert labels == [1.0 if c == 0 else -1.0 for c in ref_labels]
+    model = nb02.MLP([2, 8, 8, 1], seed=0)
+    assert len(model.parameters()) == (2 * 8 + 8) + (8 * 8 + 8) + (8 + 1) == 105
+    z = Value(-0.5)
+    r = z.relu()
+    r.backward()
+    assert (r.data, z.grad) == (0.0, 0.0)
+    z = Value(0.5)
+    r = z.relu()
+    r.backward()
+    assert (r.data, z.grad) == (0.5, 1.0)

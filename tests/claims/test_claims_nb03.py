@@ -45,6 +45,7 @@ def test_03_the_jacobian_is_mostly_zeros_and_its_transpose_times_G_is_XtG():
     assert f"{np.mean(J == 0):.0%}" == "62%"
     np.testing.assert_allclose((J.T @ G.ravel()).reshape(n, m), X.T @ G)
     assert 4096 * 4096 * 4096 * 4 == 274_877_906_944 and round(274_877_906_944 / 1e9) == 275
+    assert round(4096 * 4096 * 4 / 1e6) == 67  # W itself, in the same decimal units: 67 MB against 275 GB
 
 
 def test_03_backward_costs_2x_the_forward_and_1x_for_the_first_layer():
@@ -155,3 +156,39 @@ def test_03_the_two_moons_mlp_trains_to_the_same_losses_on_the_learner_s_linear_
     assert len(calls) == 3 * 601  # three layers, every step: all their gradients came from linear_backward
     np.testing.assert_allclose(yours, engine, rtol=0, atol=1e-12)
     assert f"{engine[0]:.3f}" == "0.671" and f"{engine[-1]:.3f}" == "0.010"
+
+
+def test_03_a_tensor_without_requires_grad_gets_no_grad_and_its_gradient_is_not_computed():
+    from haaw import Tensor
+    from haaw.tools.flops import count_flops
+
+    data = Tensor(np.ones((4, 3)))
+    assert data.requires_grad is False  # the default
+    w = Tensor(np.ones((3, 2)), requires_grad=True)
+    with count_flops() as counter:
+        (data @ w).backward(np.ones((4, 2)))
+    assert data.grad is None and w.grad.shape == (3, 2)
+    assert counter.backward["matmul"] == counter.forward["matmul"]  # dW only: dX skipped
+
+
+def test_03_the_linear_backward_hint_s_reshape_works_inside_the_function_and_a_global_n_does_not():
+    from haaw.course.exercises import check
+    from haaw.course.exercises.core import CORRECT, WRONG
+
+    def as_the_hint_says(X, W, G):
+        rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+        return G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0)
+
+    assert check("03-linear-backward", as_the_hint_says).status == CORRECT
+    n, m = 3, 2  # the notebook's globals: a literal copy of X.reshape(-1, n) fits only inputs of width 3
+
+    def with_the_global_n(X, W, G):
+        rows_X, rows_G = X.reshape(-1, n), G.reshape(-1, m)
+        return G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0)
+
+    assert check("03-linear-backward", with_the_global_n).status == WRONG
+    from haaw.course.exercises import REGISTRY
+
+    ex = REGISTRY["03-linear-backward"]
+    said = " ".join([*ex.hints, *(m.why for m in ex.mistakes), *(c.note for c in ex.cases())])
+    assert "reshape(-1, n)" not in said and "X.reshape(-1, X.shape[-1])" in said

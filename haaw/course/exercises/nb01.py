@@ -3,18 +3,23 @@ from .core import Exercise, register
 
 register(Exercise(
     key="01-dL/dw",
-    question="w = 2, x = 3, y = w·x, L = y². Predict dL/dw by hand.",
-    answer=36,
+    question="w = 3, x = 2, y = w·x, L = y². Predict dL/dw by hand.",
+    answer=24,
     mistakes={
-        12: "12 is dL/dy: you stopped one link early. Multiply by dy/dw too.",
-        6: "6 is y, the forward value, not a derivative.",
-        3: "3 is dy/dw = x alone: it still has to be multiplied by dL/dy.",
-        4: "4 is dL/dw only if dL/dy were 2·w: L = y², so dL/dy = 2·y, and y = 6.",
+        12: "12 is dL/dy = 2y: you stopped one link early. Multiply by dy/dw too.",
+        6: "6 is y, the forward value, not a derivative. (It is also 2w, the derivative of w² alone: in "
+           "L = w²x² the factor x² = 4 stays, so dL/dw = 2w·x².)",
+        2: "2 is dy/dw = x alone: it still has to be multiplied by dL/dy.",
+        36: "36 is L, the loss itself (at these numbers also dL/dx), not dL/dw: how fast does L move when w moves?",
+        8: "8 is 2·x², the derivative of L = w²x² with the w dropped: d(w²)/dw = 2w, so dL/dw = 2w·x².",
+        18: "18 is 2·w²: that differentiates L = w²x² with respect to x and drops the x. The question asks "
+            "about w: dL/dw = 2w·x².",
     },
     hints=("Split the chain: first dL/dy, then dy/dw.",
-           "L = y² gives dL/dy = 2y = 12; y = w·x gives dy/dw = x = 3.",
+           "L = y² gives dL/dy = 2y = 12; y = w·x gives dy/dw = x = 2.",
            "The chain rule multiplies the links: dL/dw = dL/dy · dy/dw."),
-    solution="dL/dy = 2y = 12, dy/dw = x = 3, so dL/dw = 12 · 3 = 36.",
+    solution="y = 6, dL/dy = 2y = 12, dy/dw = x = 2, so dL/dw = 12 · 2 = 24 "
+             "(the same from L = w²x² directly: dL/dw = 2w·x² = 24).",
 ))
 
 register(Exercise(

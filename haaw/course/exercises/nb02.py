@@ -121,6 +121,17 @@ def _nested():
     return y, [x, z, q, h]
 
 
+def _reused_intermediate():
+    """Interior nodes used twice: A feeds both factors of A·tanh(A), C both factors of tanh(C)·C.
+
+    A node reached along two paths must wait until both have sent their share: a walk that marks a
+    node visited when it is pushed, not when it is popped, can place A's user before A here."""
+    w = Value(0.5, label="w")
+    A = w * 2.0
+    C = w * 3.0
+    return A * A.tanh() + C.tanh() * C, [w, A, C]
+
+
 def _grads(fn, build):
     root, watched = build()
     fn(root)
@@ -140,6 +151,10 @@ register(CodeExercise(
                    Case("fan-out: x used three times; grad of x", (_fan_out,)),
                    Case("a shared weight: w used at three time steps; grad of w", (_shared_weight,)),
                    Case("a tangle of reuse (x feeds everything); grads of x, z, q, h", (_nested,)),
+                   Case("a reused intermediate: A = 2w feeds A·tanh(A), C = 3w feeds tanh(C)·C; grads of w, A, C",
+                        (_reused_intermediate,),
+                        note="A reaches the output directly and through tanh(A), so A must come before tanh(A) in the "
+                             "order: walking it backwards, A passes its gradient on only after both have sent theirs"),
                    Case("a chain of 10,000 nodes; grad of x", (_long_chain,),
                         note="10,000 nested calls are more than Python allows; walk the graph with a list as a stack")],
     outputs=("the gradients",),
@@ -161,12 +176,19 @@ register(CodeExercise(
                 "it has added its share, sends part of it early and the rest again later: contributions are counted "
                 "twice. A topological order makes each node wait until its gradient is complete.",
                 lambda root: _push_every_path(root)),
+        Mistake("marking a node visited when it is pushed, not when it is popped",
+                "a node pushed onto the stack and marked visited at once is skipped when another path reaches it "
+                "before it is popped; a node that uses it can then be appended before it, and the reversed order "
+                "passes its gradient on before it is complete. Mark a node visited when it comes off the stack "
+                "(the first time), and push its parents then.",
+                lambda root: _visited_on_push(root)),
     ],
     hints=("Two phases. First the order: a depth-first walk that appends a node after its parents, with a list as "
            "the stack and a set of visited ids. Then the pass: root.grad = 1, and for each node in reversed(order), "
            "for each (parent, local) pair, parent.grad += node.grad * local.",
            "A stack of (node, parents_done) pairs avoids recursion: pop a pair; if parents_done, append the node; "
-           "otherwise push (node, True) and then (parent, False) for each parent not yet visited."),
+           "otherwise, if the node is not visited yet, mark it visited now (as it comes off the stack, not when it "
+           "goes on), push (node, True) and then (parent, False) for each of its parents."),
 ))
 
 
@@ -178,6 +200,25 @@ def _push_every_path(root):
             push(parent)
     root.grad = 1.0
     push(root)
+
+
+def _visited_on_push(root):
+    """The order built with nodes marked visited as they are pushed: a user can land before its input."""
+    order, visited, stack = [], {id(root)}, [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for parent in node._parents:
+            if id(parent) not in visited:
+                visited.add(id(parent))
+                stack.append((parent, False))
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
 
 
 def _variant(root, reverse=True, accumulate=True, seed=True):

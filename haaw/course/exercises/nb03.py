@@ -102,7 +102,8 @@ def _linear_cases():
     cases.append(Case("a batch of sequences, (2, 5, 3) @ (3, 2)",
                       (rng.standard_normal((2, 5, 3)), rng.standard_normal((3, 2)), rng.standard_normal((2, 5, 2))),
                       note="here X has three axes, (sequences, positions, inputs): X.T reverses all three. Every "
-                           "position of every sequence is one row: X.reshape(-1, n) makes them rows"))
+                           "position of every sequence is one row: X.reshape(-1, X.shape[-1]) makes them rows "
+                           "(and G.reshape(-1, G.shape[-1]) likewise)"))
     return cases
 
 
@@ -135,7 +136,8 @@ register(CodeExercise(
                                  G.reshape(-1, G.shape[-1]).sum(-1))),
         Mistake("one weight gradient per sequence",
                 "with X of shape (batch, positions, inputs), Xᵀ G per sequence leaves a batch axis on dW. The same "
-                "W serves every sequence: flatten the leading axes into rows first (X.reshape(-1, n)).",
+                "W serves every sequence: flatten the leading axes into rows first "
+                "(X.reshape(-1, X.shape[-1]) and G.reshape(-1, G.shape[-1])).",
                 lambda X, W, G: (G @ W.T, np.swapaxes(X, -1, -2) @ G, G.reshape(-1, G.shape[-1]).sum(0))),
     ],
     hints=("Each gradient has the shape of what it is the gradient of: dX like X (B, n), dW like W (n, m), db like "
@@ -143,7 +145,7 @@ register(CodeExercise(
            "dL/dW[i, j] = Σ_b X[b, i]·G[b, j] (sum over the rows), dL/dX[b, i] = Σ_j G[b, j]·W[i, j], and "
            "dL/db[j] = Σ_b G[b, j].",
            "dX = G @ W.T, dW = X.T @ G, db = G.sum(axis=0). For a batch of sequences, reshape X and G to rows "
-           "(X.reshape(-1, n)) before the last two."),
+           "(X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])) before the last two."),
 ))
 
 
