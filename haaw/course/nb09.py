@@ -75,10 +75,43 @@ def ring_all_reduce(buffers: list[np.ndarray]) -> tuple[list[np.ndarray], float]
     return results, sent / n
 
 
+class Ring:
+    """The wires of a simulated ring of N workers, as a function: ``received = send(outgoing)``.
+
+    One call is one step of the ring: every worker i sends ``outgoing[i]`` (one chunk) to its right-hand
+    neighbour, worker (i + 1) % N, all at the same time; ``received[i]`` is the copy worker i got from
+    worker (i − 1) % N. The ring counts its steps and the numbers and bytes that crossed it. Given the
+    buffer ``length``, it refuses a message longer than one chunk of ``np.array_split``.
+    """
+
+    def __init__(self, workers: int, length: int | None = None):
+        self.workers, self.length = workers, length
+        self.steps, self.numbers_sent, self.bytes_sent = 0, 0, 0
+
+    def __call__(self, outgoing):
+        n = self.workers
+        if not isinstance(outgoing, (list, tuple)) or len(outgoing) != n:
+            raise ValueError(f"send takes a list of {n} chunks, one per worker (outgoing[i] goes from worker i to "
+                             f"worker (i + 1) % {n}); got {type(outgoing).__name__}"
+                             + (f" of length {len(outgoing)}" if isinstance(outgoing, (list, tuple)) else ""))
+        messages = [np.array(o, dtype=np.float64).ravel() for o in outgoing]  # a copy: it crossed a wire
+        if self.length is not None:
+            largest = -(-self.length // n)  # the longest chunk np.array_split makes
+            for i, m in enumerate(messages):
+                if m.size > largest:
+                    raise ValueError(f"in step {self.steps + 1} worker {i} sent {m.size} numbers, but one chunk of "
+                                     f"a buffer of {self.length} split {n} ways holds at most {largest}: a ring "
+                                     "sends one chunk per worker per step")
+        self.steps += 1
+        self.numbers_sent += sum(m.size for m in messages)
+        self.bytes_sent += sum(m.nbytes for m in messages)
+        return [messages[(i - 1) % n] for i in range(n)]
+
+
 def ring_trace(workers: int = 3) -> str:
     """A ring all-reduce drawn as text: which workers' contributions each chunk holds after every step.
 
-    Worker i cuts its buffer into chunks A, B, C, ...; "B12" is the sum of workers 1's and 2's copies of
+    Worker i cuts its buffer into chunks A, B, C, ...; "B12" is the sum of worker 1's and worker 2's copies of
     chunk B. Each step, every worker sends one chunk to its right-hand neighbour (the last worker's goes
     to worker 0): in reduce-scatter the receiver adds it to its own copy, in all-gather it replaces it.
     """

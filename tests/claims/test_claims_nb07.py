@@ -264,3 +264,17 @@ def test_07_the_table_the_notebook_prints_is_what_an_independent_run_gives():
         assert share == pytest.approx(100 * _drop(r) / _drop(runs["fp32"]), abs=2)
         assert zero == pytest.approx(100 * r["zero"], abs=0.5) and lost == pytest.approx(100 * r["lost"], abs=1)
         assert skipped == r["skipped"]
+
+
+def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pass_gives_nan():
+    from haaw.amp import StaticLossScaler
+
+    scaled = np.array([1e5, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        in_fp16 = scaled.astype(np.float16)
+        assert np.isinf(in_fp16[0]) and np.all(np.isfinite(in_fp16[1:]))  # only the first entry overflows
+        weights = np.ones(3, dtype=np.float32) - 0.01 * in_fp16.astype(np.float32) / 2.0**16
+        outputs = np.array([[1.0, 1.0, 1.0], [-1.0, 1.0, 1.0]], dtype=np.float32) @ weights
+    assert np.isneginf(weights[0]) and np.all(np.isfinite(weights[1:]))
+    assert np.isneginf(outputs[0]) and np.isposinf(outputs[1]) and np.isnan(outputs.mean())
+    assert StaticLossScaler(2.0**16).unscale([in_fp16])[1]

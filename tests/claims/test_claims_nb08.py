@@ -165,3 +165,74 @@ def test_08_the_first_failing_check_of_each_exercise_step():
     assert audit(make_model(), token_losses, step_c, padded_batch()).failed[0] == "mask before the reduction"
     assert not audit(make_model(), token_losses, buggy_loss, padded_batch()).ok
     assert audit(make_model(), token_losses, per_token_loss, padded_batch()).ok
+
+
+def _steps():
+    step_a = lambda L, m: ((L * m).sum(dim=1) / m.sum(axis=1)).mean()
+    step_b = lambda L, m: (L * m).sum() / float(m.sum())
+    step_c = lambda L, m: L.mean() * float(m.mean() > 0)
+    return step_a, step_b, step_c
+
+
+def _audits():
+    from haaw.course.nb08 import make_model, padded_batch, token_losses
+    from haaw.tools.audit import audit
+
+    step_a, step_b, step_c = _steps()
+    return {"a": audit(make_model(), token_losses, step_a, padded_batch()),
+            "b": audit(make_model(), token_losses, step_b, padded_batch(lengths=(5, 5, 5, 5)), accumulation=2,
+                       accumulation_scale=1.0),
+            "c": audit(make_model(), token_losses, step_c, padded_batch())}
+
+
+def test_08_what_the_exercise_checkers_say_about_each_check_is_what_the_audit_says():
+    from haaw.course.exercises import check
+    from haaw.course.exercises.nb08 import AUDITED, CHECKS
+
+    for step, report in _audits().items():
+        said = {("accumulation" if item.check.startswith("accumulation over") else
+                 "gradcheck" if item.check.startswith("gradcheck of") else item.check): item.status
+                for item in report.items}
+        assert said == AUDITED[step], step
+        first = next(c for c in CHECKS if said.get(c) == "✗")
+        key = f"08-bug-{step}"
+        assert check(key, first).correct
+        for c in CHECKS:
+            if c == first:
+                continue
+            message = check(key, c).message
+            if c not in said:
+                assert "does not run" in message, (step, c)
+            elif said[c] == "✓":
+                assert "The audit passes" in message, (step, c)
+            else:
+                assert "but not first" in message and "The audit passes" not in message, (step, c)
+
+
+def test_08_four_unscaled_microbatch_means_give_four_times_the_gradient():
+    from haaw.course.nb08 import gradient, make_model, masked_mean, padded_batch, token_losses
+
+    batch = padded_batch(lengths=(5, 5, 5, 5))
+    _, one = gradient(make_model(), masked_mean, batch)
+    model = make_model()
+    for row in range(4):
+        inputs, targets, mask = (a[row:row + 1] for a in batch)
+        masked_mean(token_losses(model, inputs, targets), mask).backward()
+    for p, g in zip(model.parameters(), one):
+        np.testing.assert_allclose(p.grad, 4 * g, rtol=1e-12, atol=1e-15)
+
+
+def test_08_the_repair_exercise_has_two_bugs_and_is_not_step_c_again():
+    from haaw.course.exercises.nb08 import buggy_loss
+    from haaw.course.nb08 import make_model, padded_batch, token_losses
+    from haaw.tools.audit import audit
+
+    step_a, _, step_c = _steps()
+    inputs, targets, mask = padded_batch()
+    losses = token_losses(make_model(), inputs, targets)
+    assert abs(buggy_loss(losses, mask).item() - step_c(losses, mask).item()) > 0.1
+    report = audit(make_model(), token_losses, buggy_loss, padded_batch())
+    assert report.failed[0] == "mask before the reduction"
+    # the mask applied first, the sequences still averaged one by one: the unit bug is left
+    mask_fixed = audit(make_model(), token_losses, step_a, padded_batch())
+    assert mask_fixed.failed == ["loss unit"] and "per example" in str(mask_fixed)

@@ -42,7 +42,7 @@ def _flat(arrays):
 
 def test_09_simulated_data_parallel_training_keeps_every_worker_equal_to_one_big_batch():
     from haaw.course.exercises.nb09 import ring_all_reduce
-    from haaw.course.nb09 import initial_weights, make_data, model_with, summed_loss
+    from haaw.course.nb09 import Ring, initial_weights, make_data, model_with, summed_loss
     from haaw.optim import SGD
 
     x, y = make_data(64)
@@ -58,7 +58,7 @@ def test_09_simulated_data_parallel_training_keeps_every_worker_equal_to_one_big
             optimizer.zero_grad()
             (summed_loss(replica, x[rows], y[rows]) / len(rows)).backward()
             local.append(_flat([p.grad for p in replica.parameters()]))
-        for replica, optimizer, total in zip(replicas, optimizers, ring_all_reduce(local)):
+        for replica, optimizer, total in zip(replicas, optimizers, ring_all_reduce(local, Ring(4))):
             sizes = np.cumsum([p.data.size for p in replica.parameters()])[:-1]
             for p, piece in zip(replica.parameters(), np.split(total / 4, sizes)):
                 p.grad = piece.reshape(p.shape)
@@ -76,6 +76,7 @@ def test_09_simulated_data_parallel_training_keeps_every_worker_equal_to_one_big
 
 def test_09_averaging_per_worker_token_means_is_wrong_and_summing_token_weighted_losses_is_right():
     from haaw.course.exercises.nb09 import microbatch_loss, ring_all_reduce
+    from haaw.course.nb09 import Ring
     from haaw.course.nb08 import gradient, make_model, masked_mean, padded_batch, token_losses
 
     inputs, targets, mask = padded_batch(lengths=(6, 3, 5, 2))
@@ -92,9 +93,9 @@ def test_09_averaging_per_worker_token_means_is_wrong_and_summing_token_weighted
             out.append(_flat([p.grad for p in model.parameters()]))
         return out
 
-    averaged = ring_all_reduce(worker_grads(masked_mean))[0] / 2
+    averaged = ring_all_reduce(worker_grads(masked_mean), Ring(2))[0] / 2
     assert np.max(np.abs(averaged - _flat(big))) > 1e-3
-    summed = ring_all_reduce(worker_grads(lambda L, m: microbatch_loss(L, m, total)))[0]
+    summed = ring_all_reduce(worker_grads(lambda L, m: microbatch_loss(L, m, total)), Ring(2))[0]
     np.testing.assert_allclose(summed, _flat(big), rtol=1e-12, atol=1e-15)
     # the weights a token gets: 1/(2·9) and 1/(2·7) against 1/16
     assert round(1 / 18, 4) == 0.0556 and round(1 / 14, 4) == 0.0714 and round(1 / total, 4) == 0.0625
@@ -133,14 +134,52 @@ def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model():
 
 def test_09_the_course_ring_and_the_exercise_reference_agree_and_the_count_matches_the_formula():
     from haaw.course.exercises.nb09 import ring_all_reduce as reference
-    from haaw.course.nb09 import ring_all_reduce, ring_bytes_per_worker
+    from haaw.course.nb09 import Ring, ring_all_reduce, ring_bytes_per_worker
 
     rng = np.random.default_rng(1)
     for n, length in ((1, 4), (3, 7), (4, 81), (6, 5)):
         buffers = [rng.standard_normal(length) for _ in range(n)]
         counted, sent = ring_all_reduce(buffers)
-        for a, b in zip(counted, reference(buffers)):
+        ring = Ring(n, length=length)
+        for a, b in zip(counted, reference(buffers, ring)):
             np.testing.assert_array_equal(a, b)
             np.testing.assert_allclose(a, np.sum(buffers, axis=0), rtol=1e-12, atol=1e-14)
+        # the reference passes every number through the ring: 2·(N − 1) steps, each chunk N − 1 hops per phase
+        assert ring.steps == 2 * (n - 1) and ring.numbers_sent == 2 * (n - 1) * length
+        assert ring.bytes_sent / n == pytest.approx(sent)
         if length % n == 0:
             assert sent == ring_bytes_per_worker(n, buffers[0].nbytes)
+
+
+def test_09_the_ring_checker_rejects_a_sum_that_never_goes_around_the_ring():
+    from haaw.course.exercises import check
+    from haaw.course.exercises.core import CORRECT, WRONG
+
+    def shortcut(buffers, send):
+        total = np.sum(buffers, axis=0)
+        return [total.copy() for _ in buffers]
+
+    def whole_buffers(buffers, send):  # right number of steps, but every worker sends everything
+        for _ in range(2 * (len(buffers) - 1)):
+            send(buffers)
+        return shortcut(buffers, send)
+
+    assert check("09-ring-all-reduce", shortcut).status == WRONG
+    assert "no chunk went through send" in check("09-ring-all-reduce", shortcut).message
+    assert check("09-ring-all-reduce", whole_buffers).status == WRONG
+    assert "one chunk per worker per step" in check("09-ring-all-reduce", whole_buffers).message
+
+    def other_start(buffers, send):  # a correct ring that starts from another chunk is accepted
+        n = len(buffers)
+        chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
+        for step in range(n - 1):
+            received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - step) % n] += received[i]
+        for step in range(n - 1):
+            received = send([chunks[i][(i + 2 - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i + 1 - step) % n] = received[i]
+        return [np.concatenate(c) for c in chunks]
+
+    assert check("09-ring-all-reduce", other_start).status == CORRECT

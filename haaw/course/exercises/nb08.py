@@ -2,19 +2,69 @@
 from .core import Exercise, register
 
 CHECKS = ("gradients zeroed", "mask before the reduction", "independent of padding length", "loss unit",
-          "gradient norm", "frozen parameters untouched", "accumulation")
-READ = "Run the audit in the cell below your answer and read the first line marked ✗."
+          "gradient norm", "frozen parameters untouched", "gradcheck", "accumulation")
+READ = "Run the audits below the three questions and read the first line marked ✗."
+
+# What the audit says about each step of the notebook, check by check ("✓" passes, "✗" fails; a check that is
+# missing does not run for that step). tests/claims/test_claims_nb08.py runs the audits and compares.
+AUDITED = {
+    "a": {"gradients zeroed": "✓", "mask before the reduction": "✓", "independent of padding length": "✓",
+          "loss unit": "✗", "gradient norm": "✓"},
+    "b": {"gradients zeroed": "✓", "mask before the reduction": "✓", "independent of padding length": "✓",
+          "loss unit": "✓", "gradient norm": "✓", "accumulation": "✗"},
+    "c": {"gradients zeroed": "✓", "mask before the reduction": "✗", "independent of padding length": "✗",
+          "loss unit": "✗", "gradient norm": "✓"},
+}
+NOT_RUN = {
+    "frozen parameters untouched": "it runs only when the model has frozen parameters and the audit is given "
+                                   "the optimizer (optimizer=)",
+    "gradcheck": "it runs only on custom operations passed with custom_ops=",
+    "accumulation": "it runs only when the audit is asked to split the step into microbatches (accumulation=)",
+}
 
 
-def _others(right: str) -> dict:
-    return {c: f"The audit passes '{c}' for this step. {READ}" for c in CHECKS if c != right}
+SYNONYMS = {  # other ways a learner names a check: accepted where the check is the answer, explained elsewhere
+    "gradients zeroed": ("zero grad", "zero_grad", "gradients not zeroed", "stale gradients"),
+    "mask before the reduction": ("mask before reducing", "mask before reduction", "mask", "masking"),
+    "independent of padding length": ("padding length", "padding"),
+    "loss unit": ("unit", "unit of the loss"),
+    "gradient norm": ("norm", "grad norm"),
+    "frozen parameters untouched": ("frozen parameters", "frozen"),
+    "gradcheck": ("gradient check", "gradcheck of a custom operation"),
+    "accumulation": ("accumulation over 2 microbatches", "accumulation over two microbatches",
+                     "gradient accumulation"),
+}
+
+
+def _answer(check: str) -> tuple:
+    return (check,) + SYNONYMS[check]
+
+
+def _others(step: str) -> dict:
+    """For every check but the right one, what the audit really says about it for this step."""
+    said = AUDITED[step]
+    first = next(c for c in CHECKS if said.get(c) == "✗")
+    feedback = {}
+    for c in CHECKS:
+        if c == first:
+            continue
+        if c not in said:
+            feedback[c] = f"The audit does not run '{c}' for this step: {NOT_RUN[c]}. {READ}"
+        elif said[c] == "✓":
+            feedback[c] = f"The audit passes '{c}' for this step. {READ}"
+        else:
+            feedback[c] = (f"The audit does mark '{c}' ✗ for this step, but not first: '{first}' comes earlier in "
+                           f"the audit's order and fails already. {READ}")
+        for word in SYNONYMS[c]:
+            feedback[word] = feedback[c]
+    return feedback
 
 
 register(Exercise(
     key="08-bug-a",
     question="Step A: which audit check fails first?",
-    answer=("loss unit", "unit", "unit of the loss"),
-    mistakes=_others("loss unit"),
+    answer=_answer("loss unit"),
+    mistakes=_others("a"),
     hints=("Padding is handled correctly in step A; look at how the rows are combined.",
            "A mean of per-row means gives every sequence the same weight, however many tokens it has."),
     solution="loss unit: step A averages each row, then averages the rows: a per-example mean, where a per-token "
@@ -25,21 +75,20 @@ register(Exercise(
 register(Exercise(
     key="08-bug-b",
     question="Step B: which audit check fails first?",
-    answer=("accumulation", "accumulation over 2 microbatches", "accumulation over two microbatches",
-            "gradient accumulation"),
-    mistakes=_others("accumulation"),
+    answer=_answer("accumulation"),
+    mistakes=_others("b"),
     hints=("Step B is run as two microbatches. Compare their summed gradient with one big batch.",
            "Each microbatch loss is already a full mean; adding two of them doubles the gradient."),
     solution="accumulation: each of the two microbatch losses is a mean, so their gradients add up to twice the "
              "big-batch gradient. Divide each microbatch's loss by the number of microbatches (or by token counts).",
-    choices=CHECKS + ("accumulation over 2 microbatches",),
+    choices=CHECKS,
 ))
 
 register(Exercise(
     key="08-bug-c",
     question="Step C: which audit check fails first?",
-    answer=("mask before the reduction", "mask before reducing", "mask", "masking"),
-    mistakes=_others("mask before the reduction"),
+    answer=_answer("mask before the reduction"),
+    mistakes=_others("c"),
     hints=("Step C does use the mask. But when?", "Look at what happens to a padded position's loss before the mask is applied."),
     solution="mask before the reduction: step C averages over every position, padding included, and only then "
              "multiplies by a mask-derived factor. Whatever sits in the padded positions leaks into the loss.",
@@ -56,8 +105,10 @@ from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 def buggy_loss(losses, mask):
     """The step to repair: the loss of a padded batch, from the loss of every position."""
-    per_sequence = losses.mean(dim=1)                # BUG: averages padding in with the real tokens...
-    return (per_sequence * mask.max(axis=1)).mean()  # ...and the mask comes after: one number per sequence
+    # BUG 1: the mean takes in the padded positions; the mask comes after it and only corrects the count
+    per_sequence = losses.mean(dim=1) * mask.shape[1] / mask.sum(axis=1)
+    # BUG 2: every sequence counts once, however many tokens it has: a loss per example
+    return per_sequence.mean()
 
 
 def per_token_loss(losses, mask):
@@ -102,14 +153,19 @@ register(CodeExercise(
     run=_run_step,
     diagnose=_audit_says,
     mistakes=[
-        Mistake("the mask applied after the mean",
-                "averaging first mixes the padded positions into every sequence's loss; multiplying by a mask "
-                "afterwards cannot take them out again. Mask each position first, then reduce.",
+        Mistake("the step as given: the mask after the mean, and a mean per sequence",
+                "averaging first mixes the padded positions into every sequence's loss; the mask's count applied "
+                "afterwards cannot take them out again. And averaging the sequences makes the loss per example. "
+                "Mask each position first, then divide the masked sum by the number of real tokens.",
                 buggy_loss),
-        Mistake("a mean per sequence (the loss in the wrong unit)",
+        Mistake("the mask fixed, but still a mean per sequence (the loss in the wrong unit)",
                 "averaging each sequence and then the sequences gives a short sequence's tokens more weight than a "
                 "long one's. The mean per token divides the masked sum by the number of real tokens.",
                 lambda losses, mask: ((losses * mask).sum(dim=1) / mask.sum(axis=1)).mean()),
+        Mistake("the unit fixed, but the mask still missing from the sum",
+                "dividing by mask.sum() counts only the real tokens, but losses.sum() still adds up the padded "
+                "positions' losses. Multiply by the mask before you sum.",
+                lambda losses, mask: losses.sum() / float(mask.sum())),
         Mistake("dividing by every position, padding included",
                 "(losses · mask).mean() divides by the padded size, so adding padding changes the loss. Divide by "
                 "the number of real tokens, mask.sum().",

@@ -51,32 +51,37 @@ from .. import nb08  # noqa: E402
 from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
-def ring_all_reduce(buffers):
+def ring_all_reduce(buffers, send):
     """Each of the N workers holds one buffer (a 1-D array, all of the same length). Return what every worker
-    holds afterwards: the sum of all N buffers, computed by passing chunks around a ring."""
+    holds afterwards, the sum of all N buffers, computed by passing chunks around the ring with ``send``:
+    ``received = send(outgoing)`` is one step, in which worker i sends ``outgoing[i]`` to worker (i + 1) % N
+    and ``received[i]`` is what worker i got from worker (i − 1) % N."""
     n = len(buffers)
-    chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]  # worker i's N chunks
+    chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]  # chunks[i][c]: worker i's copy of chunk c
     for step in range(n - 1):  # reduce-scatter: each chunk travels the ring once, adding up as it goes
-        sent = [chunks[i][(i - step) % n].copy() for i in range(n)]      # all workers send at once...
+        received = send([chunks[i][(i - step) % n] for i in range(n)])
         for i in range(n):
-            chunks[(i + 1) % n][(i - step) % n] += sent[i]                # ...to their right-hand neighbour
+            chunks[i][(i - 1 - step) % n] += received[i]            # the chunk the left neighbour sent
     # now worker i holds the finished sum of chunk (i + 1) % n
     for step in range(n - 1):  # all-gather: pass the finished chunks around so everyone has them all
-        sent = [chunks[i][(i + 1 - step) % n].copy() for i in range(n)]
+        received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
         for i in range(n):
-            chunks[(i + 1) % n][(i + 1 - step) % n] = sent[i]
+            chunks[i][(i - step) % n] = received[i]                 # replace: it is finished
     return [np.concatenate(c) for c in chunks]
 
 
 def _run_ring(fn, buffers):
-    result = fn([b.copy() for b in buffers])
+    from ..nb09 import Ring
+
+    ring = Ring(len(buffers), length=len(buffers[0]))
+    result = fn([b.copy() for b in buffers], ring)
     if not isinstance(result, (list, tuple)) or len(result) != len(buffers):
         raise LearnerError(f"return a list with one array per worker ({len(buffers)}); got {type(result).__name__}"
                            + (f" of length {len(result)}" if isinstance(result, (list, tuple)) else ""))
     shapes = {np.shape(r) for r in result}
     if shapes != {buffers[0].shape}:
         raise LearnerError(f"every worker must end with a whole buffer of shape {buffers[0].shape}; got {sorted(shapes)}")
-    return np.stack([np.asarray(r, dtype=np.float64) for r in result])
+    return np.stack([np.asarray(r, dtype=np.float64) for r in result]), np.array([ring.steps, ring.numbers_sent])
 
 
 def _ring_cases():
@@ -92,33 +97,44 @@ def _ring_cases():
 
 
 def _ring_variant(steps=None, gather=True, average=False):
-    def wrong(buffers):
+    def wrong(buffers, send):
         n = len(buffers)
         chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
         for step in range(n - 1 if steps is None else steps(n)):
-            sent = [chunks[i][(i - step) % n].copy() for i in range(n)]
+            received = send([chunks[i][(i - step) % n] for i in range(n)])
             for i in range(n):
-                chunks[(i + 1) % n][(i - step) % n] += sent[i]
+                chunks[i][(i - 1 - step) % n] += received[i]
         if gather:
             for step in range(n - 1):
-                sent = [chunks[i][(i + 1 - step) % n].copy() for i in range(n)]
+                received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
                 for i in range(n):
-                    chunks[(i + 1) % n][(i + 1 - step) % n] = sent[i]
+                    chunks[i][(i - step) % n] = received[i]
         return [np.concatenate(c) / (n if average else 1) for c in chunks]
     return wrong
+
+
+def _no_ring(buffers, send):
+    total = np.sum(buffers, axis=0)
+    return [total.copy() for _ in buffers]
 
 
 register(CodeExercise(
     key="09-ring-all-reduce",
     question="Write a ring all-reduce: split each worker's buffer into N chunks; reduce-scatter (N − 1 steps: every "
              "worker sends one chunk to its right-hand neighbour, which adds it to its own), then all-gather "
-             "(N − 1 steps: pass the finished chunks on). Return every worker's buffer: the sum of all N.",
-    signature="ring_all_reduce(buffers) -> list of N arrays, each the sum",
+             "(N − 1 steps: pass the finished chunks on). Every chunk travels through send. Return every worker's "
+             "buffer: the sum of all N.",
+    signature="ring_all_reduce(buffers, send) -> list of N arrays, each the sum",
     reference=ring_all_reduce,
     cases=_ring_cases,
-    outputs=("every worker's result",),
+    outputs=("every worker's result", "the ring's count [steps, numbers sent]"),
     run=_run_ring,
     mistakes=[
+        Mistake("no ring at all (the sum computed directly)",
+                "the numbers are right, but no chunk went through send: in a real cluster a worker sees only its "
+                "own buffer and what its left-hand neighbour sends it. Pass every chunk with received = "
+                "send(outgoing): 2·(N − 1) steps, one chunk per worker per step.",
+                _no_ring),
         Mistake("no all-gather",
                 "after the reduce-scatter each worker holds only *one* finished chunk (and partial sums of the "
                 "others). The all-gather passes the finished chunks around so every worker has all of them.",
@@ -131,9 +147,10 @@ register(CodeExercise(
                 _ring_variant(average=True)),
     ],
     hints=("Keep chunks[i][c]: worker i's copy of chunk c. In reduce-scatter step s, worker i sends chunk (i − s) "
-           "mod N to worker i + 1, which adds it to its own copy.",
+           "mod N: outgoing = [chunks[i][(i - s) % n] for i in range(n)]. Worker i receives its left neighbour's "
+           "chunk, (i − 1 − s) mod N, and adds it to its own copy.",
            "After N − 1 steps worker i holds the full sum of chunk (i + 1) mod N. In all-gather step s, worker i "
-           "sends chunk (i + 1 − s) mod N, and the receiver replaces its copy."),
+           "sends chunk (i + 1 − s) mod N; the receiver, worker i + 1, replaces its copy of that chunk."),
 ))
 
 

@@ -5,7 +5,7 @@ from .core import Exercise, register
 
 register(Exercise(
     key="10-initial-loss",
-    question="Before training, the model spreads its guess evenly over the 31 characters of the story. "
+    question="A model that knows nothing spreads its guess evenly over the 31 characters of the story. "
              "What cross-entropy loss does that give (natural log)?",
     answer=math.log(31),
     mistakes={
@@ -15,7 +15,9 @@ register(Exercise(
         3.4: "Close, but give at least three significant digits (or let NumPy compute it: np.log(31)).",
     },
     hints=("Every character gets probability 1/31.", "−ln(1/31) = ln 31."),
-    solution="−ln(1/31) = ln 31 ≈ 3.43: the loss of knowing nothing. Anything lower has been learned.",
+    solution="−ln(1/31) = ln 31 ≈ 3.43: the loss of an even guess. An untrained model's guess is only roughly "
+             "even (its random weights favour some characters a little), so its first losses lie near ln 31, a "
+             "little above or below it; a loss that falls well below it and stays there has been learned.",
     rtol=1e-3,
     forms=("3.43", "3.434", "3.4340", 3.43),
 ))
