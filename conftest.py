@@ -88,6 +88,24 @@ def pytest_collection_modifyitems(items):
         item.haaw_last_cell = True
 
 
+# Modules whose module-scoped fixture is costly (a trained model, a browser, a benchmark run): their
+# tests stay together on one worker, so that the fixture is made once.
+ONE_WORKER_MODULES = ("tests/test_in_jupyterlab.py", "tests/claims/test_claims_nb10.py", "tests/test_benchmarks.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's work units: a notebook's cells go to one worker, in order (nbval runs them in one
+    kernel); so do the modules above; every other test goes alone to whichever worker is free."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") or path in ONE_WORKER_MODULES else nodeid
+
+    return Scheduling(config, log)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     if getattr(item, "cell", None) is not None:
