@@ -110,6 +110,15 @@ def test_a_function_with_a_placeholder_left_is_not_attempted_and_the_line_is_nam
     assert feedback.status == NOT_ATTEMPTED and "line 4 of tanh_backward still holds a `...`" in feedback.message
 
 
+def test_numpy_s_own_ellipsis_in_an_index_is_code_not_a_placeholder(tmp_path):
+    path = tmp_path / "learner.py"
+    path.write_text("import numpy as np\n\ndef softmax_backward(s, G):\n"
+                    "    inner = np.sum(G * s, axis=-1)[..., None]\n    return s * (G - inner)\n")
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    assert check("05-softmax-backward", namespace["softmax_backward"]).status == CORRECT
+
+
 def test_the_learner_s_own_line_is_shown_when_their_code_raises(tmp_path):
     path = tmp_path / "learner.py"
     path.write_text("def linear_backward(X, W, G):\n    dX = G @ W\n    return dX, X.T @ G, G.sum(0)\n")

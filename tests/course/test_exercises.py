@@ -76,6 +76,9 @@ def test_the_classic_matrix_mistakes_are_named():
     assert "add them up over the batch" in check("03-dW", np.einsum("bi,bj->bij", X, G)).message
     assert "wrong axis" in check("03-db", G.sum(axis=1)).message
     assert "transpose" in check("03-dX", W @ G.T).message
+    # the advice works: the result transposed, or the factors swapped and each transposed
+    assert "swap the two factors and transpose each" in check("03-dW", G.T @ X).message
+    np.testing.assert_array_equal((G.T @ X).T, X.T @ G)
 
 
 def test_the_hints_match_the_issue_examples():

@@ -165,8 +165,10 @@ def _placeholder_line(fn) -> int | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
+    # NumPy's own `...` in an index (x[..., None]) is code, not a placeholder
+    indexing = {id(n) for sub in ast.walk(tree) if isinstance(sub, ast.Subscript) for n in ast.walk(sub.slice)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and node.value is Ellipsis:
+        if isinstance(node, ast.Constant) and node.value is Ellipsis and id(node) not in indexing:
             return first + node.lineno - 1
     return None
 

@@ -256,7 +256,8 @@ def _check_array(ex: Exercise, answer) -> Feedback:
     if array.shape != expected.shape:
         if array.ndim == 2 and _matches(array.T, expected, ex.rtol):
             return Feedback(WRONG, f"Not quite: you have the transpose, shape {array.shape}. A gradient has the "
-                                   f"shape of what it is the gradient of, {expected.shape}: swap the order of the product.")
+                                   f"shape of what it is the gradient of, {expected.shape}. Transpose your result, or use "
+                                   "(AB)ᵀ = BᵀAᵀ: swap the two factors and transpose each.")
         return Feedback(WRONG, f"Not quite: your answer has shape {array.shape}, but it must have shape "
                                f"{expected.shape}, the shape of what it is the gradient of.")
     if _matches(-array, expected, ex.rtol):
