@@ -73,3 +73,25 @@ def test_layer_norm_names_a_shape_that_does_not_fit():
 def test_gelu_only_has_the_tanh_form_and_says_so():
     with pytest.raises(ValueError, match="approximate='tanh' only"):
         F.gelu(Tensor(np.ones(2)), approximate="none")
+
+
+@pytest.mark.parametrize("input_shape, target, expected", [
+    ((3,), np.array([1]), r"should have shape \(\)"),  # one row of logits: a 0-d target
+    ((2, 3, 5), np.zeros((2, 3), dtype=int), r"should have shape \(2, 5\)"),  # classes on axis 1
+    ((4, 3, 5, 6), np.zeros((4, 5), dtype=int), r"should have shape \(4, 5, 6\)"),
+])
+def test_cross_entropy_says_which_target_shape_would_fit(input_shape, target, expected):
+    with pytest.raises(ValueError, match=expected):
+        F.cross_entropy(Tensor(np.zeros(input_shape)), target)
+
+
+@pytest.mark.parametrize("x, w, b", [
+    ((2, 3), (3, 4), (5,)),  # only the bias is wrong
+    ((2, 3), (3, 4), (1, 4)),
+    ((2, 3), (2, 4), (4,)),  # only the inner dimensions differ
+    ((3,), (3, 4), (4,)),  # only the input has one axis
+    ((2, 3), (3, 4, 1), (4, 1)),  # only the weight has three axes
+])
+def test_linear_refuses_each_mismatch_on_its_own(x, w, b):
+    with pytest.raises(ValueError, match="the input's last axis must match the weight's first"):
+        F.linear(Tensor(np.ones(x)), Tensor(np.ones(w)), Tensor(np.ones(b)))
