@@ -93,6 +93,7 @@ def pytest_collection_modifyitems(items):
 ONE_WORKER_MODULES = ("tests/test_in_jupyterlab.py", "tests/claims/test_claims_nb10.py", "tests/test_benchmarks.py")
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: ignored when it is not loaded
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's work units: a notebook's cells go to one worker, in order (nbval runs them in one
     kernel); so do the modules above; every other test goes alone to whichever worker is free."""
