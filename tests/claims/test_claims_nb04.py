@@ -234,8 +234,9 @@ def test_04_clipping_rescues_the_bad_init_but_the_norm_stays_above_the_threshold
     def train(max_norm, multiplier=4.0, engine=False):
         model = MLP([2] + [32] * 10 + [2], seed=7)
         params = model.parameters()
-        for p in params:
-            p.data *= multiplier
+        for name, p in model.named_parameters():
+            if name.endswith("weight"):  # He's scale is a rule for the weights: the biases keep their draw
+                p.data *= multiplier
         optimizer = SGD(params, lr=0.01)
         losses, norms = [], []
         with np.errstate(over="ignore", invalid="ignore"):
@@ -258,12 +259,13 @@ def test_04_clipping_rescues_the_bad_init_but_the_norm_stays_above_the_threshold
     assert np.flatnonzero(~np.isfinite(unclipped))[0] == 5
     # "the step makes the next gradient larger": the loss and the norm grow at every step until nan
     assert np.all(np.diff(unclipped[:5]) > 0) and np.all(np.diff(unclipped_norms[:5]) > 0)
-    assert f"{unclipped[0]:.3g}" == "387" and f"{unclipped_norms[0]:.3g}" == "1.58e+03"
-    assert 1e129 < unclipped[4] < 1e131  # "about 10¹³⁰ in five steps"
+    assert f"{unclipped[0]:.3g}" == "232" and f"{unclipped_norms[0]:.3g}" == "1.09e+03"
+    assert 1e64 < unclipped[4] < 1e66  # "about 10⁶⁵ in five steps"
     losses, norms = train(1.0)
     engine_losses, engine_norms = train(1.0, engine=True)
     np.testing.assert_allclose(losses, engine_losses, rtol=1e-12)  # the exercise's function = clip_grad_norm_
-    assert f"{losses[-1]:.3f}" == "0.091" and f"{norms.min():.3g}" == "12.7" and norms.min() > 10 * 1.0
+    assert f"{losses[-1]:.3f}" == "0.067" and f"{norms.min():.3g}" == "21.9" and norms.min() > 10 * 1.0
     he_losses, he_norms = train(np.inf, multiplier=np.sqrt(6))
-    assert f"{he_losses[-1]:.3f}" == "0.057" and he_norms[-1] < 1.0 and np.all(np.isfinite(he_losses))
+    assert f"{he_losses[-1]:.3f}" == "0.076" and he_norms[-1] < 1.0 and np.all(np.isfinite(he_losses))
+    assert np.all(he_norms[8:] < 1.0) and he_norms[20:].max() < 0.7  # "well below the threshold after the first steps"
     assert f"{np.sqrt(6):.2f}" == "2.45" and f"{4 / np.sqrt(6):.2f}" == "1.63"

@@ -21,6 +21,10 @@ def test_05_dividing_by_sqrt_dk_keeps_the_score_variance_near_1():
     unscaled, scaled = attention_row(512, scaled=False), attention_row(512, scaled=True)
     assert unscaled["max weight"] > 0.999 and scaled["max weight"] < 0.5
     assert unscaled["gradient norm"] < 1e-5 * scaled["gradient norm"]
+    # "at d_k = 64 ... towards saturation": one key takes most of the weight, the gradient is smaller, not crushed
+    unscaled, scaled = attention_row(64, scaled=False), attention_row(64, scaled=True)
+    assert f"{unscaled['max weight']:.3f}" == "0.834" and scaled["max weight"] < 0.5
+    assert 0.5 * scaled["gradient norm"] < unscaled["gradient norm"] < scaled["gradient norm"]
 
 
 def test_05_the_rows_of_the_softmax_jacobian_sum_to_0_because_a_shift_changes_nothing():

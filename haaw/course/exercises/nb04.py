@@ -142,6 +142,9 @@ def clip_grad_norm(grads, max_norm):
 
 def _run_clip(fn, grads, max_norm):
     result = fn([g.copy() for g in grads], max_norm)
+    if (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (list, tuple))
+            and np.ndim(result[0]) == 0 and not isinstance(result[0], (list, tuple))):
+        raise LearnerError("you returned (norm, clipped gradients): swap them, the list first, then the norm")
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], (list, tuple))):
         raise LearnerError(f"return two things: the list of clipped gradients and the norm before clipping; "
                            f"got {type(result).__name__}")

@@ -27,6 +27,8 @@ register(Exercise(
         0.5: "The step was 1 forward + 2 forwards' worth of backward; one more forward adds 1 to 3.",
         0.25: "Count again: the plain step is 1 + 2 = 3 forwards' worth; checkpointing adds 1.",
         100 / 3: "That is the percentage: the question asks for a fraction, 0.33 (or 1/3).",
+        4 / 3: "That is the new total, 4 forwards' worth against 3: the question asks how much it grows, "
+               "4/3 − 1.",
     },
     hints=("A plain step costs F + 2F = 3F.", "Checkpointing adds one F."),
     solution="F / (F + 2F) = 1/3 ≈ 0.33: a third more compute, in exchange for keeping only the checkpoints.",
@@ -44,6 +46,8 @@ register(Exercise(
         100: "100 is no checkpointing at all: every layer's output kept until backward reaches it.",
         11: "The segment being recomputed holds the outputs of all its 10 layers, not just one more array.",
         110: "The checkpoints are the segments' inputs, one per segment: 100 / 10 of them, not 100.",
+        19: "19 is what the notebook's tracker measures for this chain: it leaves out the first checkpoint, the "
+            "chain's own input, which exists anyway. The question counts every checkpoint, the input included.",
     },
     hints=("100 / 10 = 10 checkpoints are kept throughout.", "While one segment is recomputed, its 10 layers' outputs "
            "are alive too."),
@@ -91,14 +95,34 @@ def _segment(width, depth, seed):
     return fn, layers
 
 
-def _copies_of(x, out) -> int:
-    """Bytes that the operation's ctx keeps as copies of its input x (ctx.x = x.copy() keeps x, at some memory)."""
+def _flat(values):
+    for value in values:
+        if isinstance(value, (tuple, list)):
+            yield from _flat(value)
+        elif isinstance(value, dict):
+            yield from _flat(value.values())
+        else:
+            yield value
+
+
+def _uncounted_and_allowed(x, out) -> int:
+    """Bytes to add to what the memory tracker counted for the operation's ctx: the tracker counts the bare
+    arrays saved on ctx, not arrays held inside Tensors saved there (ctx.out = out keeps out.data all the
+    same), so those are added; a copy of the input x is x too (ctx.x = x.copy(), or Tensor(x)), so it is
+    allowed: taken off if the tracker counted it, not added if it sits in a Tensor."""
     ctx = getattr(out, "_ctx", None)
-    saved = ctx.saved.values() if ctx is not None else ()
-    flat = [v for value in saved for v in (value if isinstance(value, (tuple, list)) else (value,))]
-    copies = {id(a): a for a in flat
-              if isinstance(a, np.ndarray) and a is not x and a.shape == x.shape and np.array_equal(a, x)}
-    return sum(a.nbytes for a in copies.values())
+    saved = list(_flat(ctx.saved.values())) if ctx is not None else []
+
+    def is_x(a):
+        return a is x or a.base is x or (a.shape == x.shape and np.array_equal(a, x))
+
+    counted = {id(a): a for a in saved if isinstance(a, np.ndarray)}
+    copies = {i: a for i, a in counted.items() if a is not x and is_x(a)}
+    in_tensors = [t.data for t in saved if isinstance(t, Tensor) and isinstance(t.data, np.ndarray)]
+    buffers = {id(a if a.base is None else a.base): (a if a.base is None else a.base) for a in in_tensors
+               if id(a) not in counted and not is_x(a)}  # a view keeps its whole buffer alive, as the tracker counts
+    held = {i: a for i, a in buffers.items() if i not in counted and a is not x}
+    return sum(a.nbytes for a in held.values()) - sum(a.nbytes for a in copies.values())
 
 
 def _run_checkpoint(cls, width, depth, batch, seed):
@@ -110,7 +134,7 @@ def _run_checkpoint(cls, width, depth, batch, seed):
     G = rng.standard_normal((batch, width))
     with track_memory() as memory:
         out = cls.apply(fn, x)
-        kept = memory.current - _copies_of(x.data, out)  # a copy of the input is x too: allowed
+        kept = memory.current + _uncounted_and_allowed(x.data, out)  # Tensors on ctx count; copies of x do not
         if not isinstance(out, Tensor) or not out.requires_grad:
             raise LearnerError("apply(fn, x) must give a Tensor that is part of the graph: does forward return "
                                "out.data, the array?")
@@ -147,7 +171,16 @@ class _KeepsTheOutput(CheckpointSegment):
     def forward(ctx, fn, x):
         with no_grad():
             out = fn(Tensor(x))
-        ctx.fn, ctx.x, ctx.out = fn, x, out.data  # the output is kept too
+        ctx.fn, ctx.x, ctx.out = fn, x, out  # the output is kept too, as a Tensor (its .data is an array all the same)
+        return out.data
+
+
+class _KeepsTheOutputArray(CheckpointSegment):  # the same mistake with the bare array: the same outputs, the same name
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x, ctx.out = fn, x, out.data
         return out.data
 
 
@@ -173,7 +206,8 @@ register(CodeExercise(
                 "for dL/dx to arrive, the fresh input of the recomputation must be Tensor(x, requires_grad=True).",
                 _RecomputesWithoutRecording),
         Mistake("keeping the output as well",
-                "backward recomputes the output from x, so keeping it is memory spent for nothing: keep x alone.",
+                "backward recomputes the output from x, so keeping it (ctx.out = out, or out.data) is memory spent "
+                "for nothing: a Tensor on ctx keeps its array alive. Keep x alone.",
                 _KeepsTheOutput),
     ],
     hints=("Forward: `with no_grad(): out = fn(Tensor(x))`; keep fn and x on ctx; return out.data.",
