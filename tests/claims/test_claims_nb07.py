@@ -222,7 +222,9 @@ def test_07_late_in_training_both_fixes_matter_and_bf16_needs_master_weights_but
     assert runs["fp16, no loss scaling"]["zero"] > 0.15 and 0.4 < share["fp16, no loss scaling"] < 0.65
     # with it (2^16, growing to 2^20, no overflow) fp16 is fp32's run
     scaled = runs["fp16 + loss scaling"]
-    assert scaled["zero"] == 0 and scaled["skipped"] == 0 and scaled["scale"] == 2.0**20
+    # "hardly any entry is 0 (0.0% to one decimal)": this rewrite zeroes none; the notebook's run, on the engine's
+    # fp16 matrix products, zeroes 3 entries of the second layer's weight gradient in 200 steps (a share of 8e-6)
+    assert scaled["zero"] < 0.0005 and scaled["skipped"] == 0 and scaled["scale"] == 2.0**20
     assert abs(scaled["losses"][-1] - runs["fp32"]["losses"][-1]) < 0.01 * runs["fp32"]["losses"][-1]
     # without master weights, updates are rounded away: some in fp16, nearly all in bf16
     assert runs["fp16 + scaling, no master"]["lost"] > 0.4 and 0.35 < share["fp16 + scaling, no master"] < 0.6

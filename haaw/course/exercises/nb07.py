@@ -143,6 +143,15 @@ def unscale_and_clip(grads, scale, max_norm):
     return [g * factor for g in grads], norm, False
 
 
+def _clip_always(grads, scale, max_norm):
+    """The mistake: multiplying by max_norm / norm on every step, also when the norm is under max_norm."""
+    grads = [g / scale for g in grads]
+    if not all(np.all(np.isfinite(g)) for g in grads):
+        return grads, float("inf"), True
+    norm = float(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads)))
+    return [g * (max_norm / (norm + 1e-6)) for g in grads], norm, False
+
+
 def _run_unscale(fn, grads, scale, max_norm):
     result = fn([g.copy() for g in grads], scale, max_norm)
     if not (isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], (list, tuple))):
@@ -183,6 +192,11 @@ register(CodeExercise(
                 "scale afterwards leaves them far too small. Unscale first, then clip.",
                 lambda grads, s, m: (lambda c: ([g / s for g in c[0]], c[1] / s if np.isfinite(c[1]) else c[1], c[2]))(
                     unscale_and_clip([g * s for g in grads], s, m))),
+        Mistake("rescaling when the norm is already under max_norm",
+                "clipping only ever shrinks: gradients whose norm is under max_norm pass unchanged (factor 1), and "
+                "only a larger norm is scaled down to max_norm. Multiplying by max_norm / norm on every step "
+                "stretches small gradients up to max_norm instead.",
+                _clip_always),
         Mistake("no unscaling", "the optimizer must see the true gradients: divide every gradient by the scale.",
                 lambda grads, s, m: unscale_and_clip(grads, 1.0, m)),
         Mistake("overflows not noticed",
