@@ -206,10 +206,10 @@ def _check_choice(ex: Exercise, answer) -> Feedback:
     word = _words(answer)
     accepted = ex.answer if isinstance(ex.answer, tuple) else (ex.answer,)
     if word in {_words(a) for a in accepted}:
-        return Feedback(CORRECT, f"Correct: {word}.")
+        return Feedback(CORRECT, f"Correct: {' '.join(answer.split()).rstrip('.')}.")  # in the learner's words
     for wrong, why in ex.mistake_pairs():
         if word == _words(wrong):
-            return Feedback(WRONG, f"Not quite: {word}. {why}")
+            return Feedback(WRONG, f"Not quite: {' '.join(answer.split()).rstrip('.')}. {why}")
     return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
 
 
