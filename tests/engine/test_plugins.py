@@ -189,3 +189,14 @@ def test_your_softmax_backward_written_for_the_last_axis_serves_a_softmax_along_
         t.softmax(dim).backward(g)
     s = np.exp(z) / np.exp(z).sum(axis=dim, keepdims=True)
     np.testing.assert_allclose(t.grad, s * (g - (g * s).sum(axis=dim, keepdims=True)), rtol=1e-12, atol=1e-15)
+
+
+def test_your_attention_backward_takes_the_default_scale_given_explicitly_and_refuses_another():
+    rng_ = np.random.default_rng(5)
+    q, k, v = (Tensor(rng_.standard_normal((2, 3, 16)), requires_grad=True) for _ in range(3))
+    expected = F.scaled_dot_product_attention(q, k, v)
+    with haaw.use(attention=attention_backward):
+        out = F.scaled_dot_product_attention(q, k, v, scale=0.25)  # 1/√16, written out
+        np.testing.assert_allclose(out.data, expected.data, rtol=1e-12)
+        with pytest.raises(ValueError, match="assumes the scale 1/√d_k; this call asks for 0.5"):
+            F.scaled_dot_product_attention(q, k, v, scale=0.5)

@@ -95,3 +95,9 @@ def test_cross_entropy_says_which_target_shape_would_fit(input_shape, target, ex
 def test_linear_refuses_each_mismatch_on_its_own(x, w, b):
     with pytest.raises(ValueError, match="the input's last axis must match the weight's first"):
         F.linear(Tensor(np.ones(x)), Tensor(np.ones(w)), Tensor(np.ones(b)))
+
+
+def test_cross_entropy_with_one_class_and_an_ignored_entry():
+    # the ignored entry's target is replaced by a valid class id before indexing: with one class, only 0 is
+    loss = F.cross_entropy(Tensor(np.array([[2.0], [5.0]])), np.array([0, -100]), reduction="none")
+    np.testing.assert_array_equal(loss.data, [0.0, 0.0])
