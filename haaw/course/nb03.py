@@ -35,6 +35,6 @@ def describe_matmul_gradients(B: int, n: int, m: int) -> str:
         f"the batch dimension B = {B} is summed away)",
         f"          dL/dX = G {s['G']} @ Wᵀ {(m, n)}  ->  {s['dX']}  (the shape of X)",
         f"engine vs formula: max |difference| {max(r['dW = XᵀG'], r['dX = GWᵀ']):.1e}",
-        f"flops: forward {r['flops']['forward']:,}, dW {r['flops']['dW']:,}, dX {r['flops']['dX']:,}",
+        f"FLOPs: forward {r['flops']['forward']:,}, dW {r['flops']['dW']:,}, dX {r['flops']['dX']:,}",
     ])
 

@@ -101,14 +101,16 @@ def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_ro
 
     for h in (Fraction(1, 10), Fraction(1, 1000), Fraction(1, 10**9)):  # exact arithmetic: exactly 36
         assert (loss_at(2 + h) - loss_at(2 - h)) / (2 * h) == 36
-    hs = (1e-1, 1e-3, 1e-5, 1e-7, 1e-9)
+    hs = (1e-1, 1e-3, 1e-5, 1e-6, 1e-7, 1e-9)
     central = [abs((loss_at(2 + h) - loss_at(2 - h)) / (2 * h) - 36) for h in hs]
     one_sided = [abs((loss_at(2 + h) - loss_at(2)) / h - 36) for h in hs]
     assert all(0 < e for e in central) and central[0] < 1e-12  # tiny but not zero: rounding
     assert all(a < b for a, b in zip(central, central[1:]))  # and it grows as h shrinks
-    assert all(a > b for a, b in zip(one_sided[:4], one_sided[1:4]))  # one-sided: falls with h ...
-    assert one_sided[4] > one_sided[3]  # ... until rounding takes over
+    assert all(a > b for a, b in zip(one_sided[:5], one_sided[1:5]))  # one-sided: falls with h ...
+    assert one_sided[5] > one_sided[4]  # ... until rounding takes over
     assert one_sided[0] == pytest.approx(9 * hs[0])  # in proportion to h: the error is 9h exactly
+    # gradcheck's h = 1e-6: the central formula is off by rounding alone, a few billionths
+    assert 1e-9 < central[3] < 1e-8
 
 
 def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances():
@@ -139,3 +141,29 @@ def test_01_pytorch_fills_grad_for_leaves_only_unless_retain_grad():
     y.retain_grad()
     (y**2).backward()
     assert y.grad.item() == 12.0 and w.grad.item() == 36.0
+
+
+def test_01_the_power_checker_names_each_wrong_exponent_rule_truly():
+    from haaw.course.exercises import check
+    from haaw.course.exercises.core import CORRECT, WRONG
+
+    answers = {  # what a learner writes -> the mistake the checker must name
+        "2·a, the derivative of a² only": lambda a, n: (a**n, (2 * a,)),
+        "the exponent without brackets": lambda a, n: (a**n, (n * a**n - 1,)),
+        "the lowered exponent as the factor": lambda a, n: (a**n, ((n - 1) * a ** (n - 1),)),
+        "the factor n forgotten": lambda a, n: (a**n, (a ** (n - 1),)),
+        "the exponent kept as it was": lambda a, n: (a**n, (n * a**n,)),
+    }
+    for name, fn in answers.items():
+        feedback = check("01-pow-local", fn)
+        assert feedback.status == WRONG and f"This looks like {name}" in feedback.message, (name, feedback.message)
+    assert check("01-pow-local", lambda a, n: (a**n, (n * a ** (n - 1),))).status == CORRECT
+
+
+def test_01_the_multiplication_checker_explains_the_derivative_that_is_wrong():
+    from haaw.course.exercises import check
+
+    both_b = check("01-mul-local", lambda a, b: (a * b, (b, b))).message
+    assert "d(a·b)/db: wrong values" in both_b and "d(a·b)/db = a" in both_b
+    both_a = check("01-mul-local", lambda a, b: (a * b, (a, a))).message
+    assert "d(a·b)/da: wrong values" in both_a and "d(a·b)/da = b" in both_a

@@ -252,3 +252,57 @@ def test_02_moons_are_the_two_moons_of_notebook_03_as_python_numbers():
     r = z.relu()
     r.backward()
     assert (r.data, z.grad) == (0.5, 1.0)
+
+
+def _backward_searching_a_list(root):
+    """A correct backward whose order is built with `node not in order`: quadratic in the nodes."""
+    order, stack = [], [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            if node not in order:
+                order.append(node)
+        else:
+            stack.append((node, True))
+            stack.extend((parent, False) for parent in node._parents)
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+def test_02_the_backward_check_says_why_a_list_search_is_too_slow_and_names_a_missing_visited_set():
+    import math
+    import time
+
+    from haaw.course.exercises import check
+    from haaw.course.exercises.core import WRONG
+
+    start = time.perf_counter()
+    feedback = check("02-backward", _backward_searching_a_list)
+    assert time.perf_counter() - start < 4.0  # stopped by the count of comparisons, not by the time limit
+    assert feedback.status == WRONG and "Case 7 of 7" in feedback.message
+    assert "compared nodes with ==" in feedback.message and "set" in feedback.message
+    assert "took longer than" not in feedback.message
+
+    def no_visited_set(root):
+        order, stack = [], [(root, False)]
+        while stack:
+            node, parents_done = stack.pop()
+            if parents_done:
+                order.append(node)
+            else:
+                stack.append((node, True))
+                stack.extend((parent, False) for parent in node._parents)
+        root.grad = 1.0
+        for node in reversed(order):
+            for parent, local in zip(node._parents, node._local):
+                parent.grad += node.grad * local
+
+    feedback = check("02-backward", no_visited_set)
+    assert feedback.status == WRONG and "This looks like no visited set: a node placed twice" in feedback.message
+    # on small graphs the list search is right: only the long chain's size makes it a problem
+    x = Value(0.7)
+    root = x * x + x * 3.0 + x.exp()
+    _backward_searching_a_list(root)
+    assert x.grad == pytest.approx(2 * 0.7 + 3.0 + math.exp(0.7))

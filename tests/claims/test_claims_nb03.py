@@ -138,22 +138,23 @@ def test_03_the_two_moons_mlp_trains_to_the_same_losses_on_the_learner_s_linear_
         calls.append(1)
         return linear_backward(X, W, G)
 
-    def train(steps=601):
+    def train(steps=600):
         model = MLP([2, 16, 16, 2], activation="tanh", seed=3)
         optimizer = SGD(model.parameters(), lr=0.5)
-        run = []
+        run = [F.cross_entropy(model(Tensor(points)), labels).item()]  # run[k]: the loss after k steps
         for _ in range(steps):
             optimizer.zero_grad()
             loss = F.cross_entropy(model(Tensor(points)), labels)
             loss.backward()
             optimizer.step()
-            run.append(loss.item())
+            run.append(F.cross_entropy(model(Tensor(points)), labels).item())
         return np.array(run)
 
     engine = train()
     with plugins.use(linear=counted):
         yours = train()
-    assert len(calls) == 3 * 601  # three layers, every step: all their gradients came from linear_backward
+    assert len(engine) == 601  # "after 600 steps": 600 updates, the loss measured after each and at the start
+    assert len(calls) == 3 * 600  # three layers, every step: all their gradients came from linear_backward
     np.testing.assert_allclose(yours, engine, rtol=0, atol=1e-12)
     assert f"{engine[0]:.3f}" == "0.671" and f"{engine[-1]:.3f}" == "0.010"
 
@@ -192,3 +193,11 @@ def test_03_the_linear_backward_hint_s_reshape_works_inside_the_function_and_a_g
     ex = REGISTRY["03-linear-backward"]
     said = " ".join([*ex.hints, *(m.why for m in ex.mistakes), *(c.note for c in ex.cases())])
     assert "reshape(-1, n)" not in said and "X.reshape(-1, X.shape[-1])" in said
+
+
+def test_03_the_dX_checker_names_a_division_by_the_batch_size():
+    from haaw.course.exercises import check
+    from haaw.course.exercises.nb03 import G, W
+
+    assert "divided by the batch size" in check("03-dX", G @ W.T / 4).message
+    assert "divided by the batch size" not in check("03-dX", G @ W.T).message

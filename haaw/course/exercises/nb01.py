@@ -101,6 +101,14 @@ register(CodeExercise(
                 "d(a·b)/da asks how fast a·b moves when a moves: by b per unit of a. Each input's derivative is "
                 "the *other* factor.",
                 lambda a, b: (a * b, (a, b))),
+        Mistake("the same factor, b, for both derivatives",
+                "d_a = b is right, but d_b is the *other* factor too: nudging b by ε moves a·b by a·ε, so "
+                "d(a·b)/db = a.",
+                lambda a, b: (a * b, (b, b))),
+        Mistake("the same factor, a, for both derivatives",
+                "d_b = a is right, but d_a is the *other* factor too: nudging a by ε moves a·b by b·ε, so "
+                "d(a·b)/da = b.",
+                lambda a, b: (a * b, (a, a))),
         Mistake("the derivatives of +",
                 "1 and 1 are the local derivatives of a + b. For a product, nudging a by ε moves a·b by b·ε.",
                 lambda a, b: (a * b, (1.0, 1.0))),
@@ -118,7 +126,9 @@ register(CodeExercise(
              "derivative d(aⁿ)/da.",
     signature="pow_local(a, n) -> (aⁿ, (d/da,))",
     reference=pow_local,
-    cases=lambda: [Case("hand-checkable: 6 squared", (6.0, 2.0)), Case("a cube", (2.0, 3.0)),
+    # the cube comes first: at a = 4, n = 3 every mistake below gives its own number (with n = 2, 2·a and
+    # n·aⁿ⁻¹ agree, and so do aⁿ⁻¹ and (n − 1)·aⁿ⁻¹; at a = 2, n = 3, 2·a and aⁿ⁻¹ agree)
+    cases=lambda: [Case("hand-checkable: 4 cubed", (4.0, 3.0)), Case("6 squared", (6.0, 2.0)),
                    Case("a square root", (4.0, 0.5)), Case("a negative exponent", (2.0, -1.0)),
                    Case("a negative base", (-3.0, 2.0))],
     outputs=("aⁿ", "d(aⁿ)/da"),
@@ -134,6 +144,17 @@ register(CodeExercise(
         Mistake("the exponent raised instead of lowered",
                 "the power rule gives n·aⁿ⁻¹; n·aⁿ⁺¹ grows the exponent.",
                 lambda a, n: (a**n, (n * a ** (n + 1),))),
+        Mistake("2·a, the derivative of a² only",
+                "2·a is right for n = 2 alone. For any n the exponent comes down as the factor: d(aⁿ)/da = n·aⁿ⁻¹ "
+                "(for a cube, 3·a²).",
+                lambda a, n: (a**n, (2 * a,))),
+        Mistake("the exponent without brackets: n*a**n - 1",
+                "** binds tighter than * and -, so n * a**n - 1 is (n·aⁿ) − 1. Put the exponent in brackets: "
+                "n * a ** (n - 1).",
+                lambda a, n: (a**n, (n * a**n - 1,))),
+        Mistake("the lowered exponent as the factor: (n − 1)·aⁿ⁻¹",
+                "the factor in front is the old exponent n, the new exponent is n − 1: d(aⁿ)/da = n·aⁿ⁻¹.",
+                lambda a, n: (a**n, ((n - 1) * a ** (n - 1),))),
     ],
     hints=("The power rule: the exponent comes down in front, and the new exponent is one less.",
            "d(aⁿ)/da = n · a**(n − 1): return a ** n, (n * a ** (n - 1),)"),

@@ -59,7 +59,7 @@ register(Exercise(
 import numpy as np  # noqa: E402
 
 from ...engine import Value  # noqa: E402
-from .code import Case, CodeExercise, Mistake  # noqa: E402
+from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
 def backward(root):
@@ -103,11 +103,42 @@ def _shared_weight():
     return (h - 0.3) ** 2, [w]
 
 
+_COMPARISONS = 100_000  # a walk needs no == between nodes at all; a list searched at every node needs millions
+
+
+class _ChainNode(Value):
+    """A node of the long chain that counts how often two nodes are compared with ==.
+
+    `node in a_list` compares node with the list's entries one by one: done at each of 20,000 nodes it
+    makes tens of millions of comparisons, and the check would be stopped for taking too long, with no
+    word on why. Counting them says why, at once."""
+
+    __slots__ = ()
+    compared = 0
+
+    def __eq__(self, other):
+        _ChainNode.compared += 1
+        if _ChainNode.compared > _COMPARISONS:
+            raise LearnerError(
+                f"your function compared nodes with == more than {_COMPARISONS:,} times on this chain, and was "
+                "stopped: a search through a list (`node in order`, `node not in visited`, `order.index(node)`) "
+                "compares the node with every entry, one by one, so doing it at each of 20,000 nodes takes about "
+                "200 million comparisons. Keep the nodes already seen in a set, `visited.add(id(node))` and "
+                "`id(node) in visited`: a set finds its member in one step, however large it is")
+        return self is other
+
+    __hash__ = Value.__hash__
+
+
 def _long_chain():
+    _ChainNode.compared = 0
     x = Value(0.5, label="x")
-    y = x
+    y, nodes = x, [x]
     for _ in range(10_000):
         y = y * 1.0001
+        nodes.extend((y, y._parents[1]))  # the node and its constant factor
+    for node in nodes:
+        node.__class__ = _ChainNode
     return y, [x]
 
 
@@ -156,7 +187,9 @@ register(CodeExercise(
                         note="A reaches the output directly and through tanh(A), so A must come before tanh(A) in the "
                              "order: walking it backwards, A passes its gradient on only after both have sent theirs"),
                    Case("a chain of 10,000 nodes; grad of x", (_long_chain,),
-                        note="10,000 nested calls are more than Python allows; walk the graph with a list as a stack")],
+                        note="10,000 nodes in a row, each with a constant factor: a recursive walk would go 10,000 "
+                             "calls deep, more than Python allows, and a search through a list at every node would "
+                             "take hundreds of millions of comparisons")],
     outputs=("the gradients",),
     run=_grads,
     slot="backward",
@@ -182,6 +215,12 @@ register(CodeExercise(
                 "passes its gradient on before it is complete. Mark a node visited when it comes off the stack "
                 "(the first time), and push its parents then.",
                 lambda root: _visited_on_push(root)),
+        Mistake("no visited set: a node placed twice",
+                "without a set of the nodes already seen, a node reached along two paths is walked and appended "
+                "twice; walking the order backwards, it then passes its gradient on twice, the first time before it "
+                "is complete. Keep a set of visited ids: the first time a node comes off the stack, add its id and "
+                "push its parents; every later time, skip it.",
+                lambda root: _no_visited_set(root)),
     ],
     hints=("Two phases. First the order: a depth-first walk that appends a node after its parents, with a list as "
            "the stack and a set of visited ids. Then the pass: root.grad = 1, and for each node in reversed(order), "
@@ -200,6 +239,22 @@ def _push_every_path(root):
             push(parent)
     root.grad = 1.0
     push(root)
+
+
+def _no_visited_set(root):
+    """The order built with no visited set: a node reached along two paths is placed twice."""
+    order, stack = [], [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+        else:
+            stack.append((node, True))
+            stack.extend((parent, False) for parent in node._parents)
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
 
 
 def _visited_on_push(root):

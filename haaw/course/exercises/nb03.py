@@ -34,6 +34,8 @@ register(Exercise(
     answer=G @ W.T,
     mistakes=(
         (X @ W, "That is Y, the forward output, not a gradient."),
+        (G @ W.T / 4, "You divided by the batch size. If the loss is a mean, G already carries the 1/B: "
+                      "dL/dX is exactly GWᵀ."),
         (G @ W.T @ W @ W.T, "One W too many: dL/dX only needs G and Wᵀ."),
     ),
     hints=("dL/dX must have the shape of X, (4, 3). Combine G (4, 2) with W (3, 2) to get it.",
