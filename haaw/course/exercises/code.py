@@ -66,6 +66,7 @@ class CodeExercise:
     run: Callable | None = None  # run(fn, *args) -> outputs; default fn(*copies of args)
     expected: Callable | None = None  # expected(case) -> outputs, where they come from elsewhere (PyTorch)
     diagnose: Callable | None = None  # diagnose(fn, *args) -> more words on a failed case (an audit, say)
+    too_slow: str = ""  # what to look for when the code runs out of time, if this exercise knows better
     rtol: float = 1e-6  # float64; float32 cases use 1e-4
     atol: float = 1e-9
 
@@ -268,9 +269,9 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
         with _time_limit(TIME_LIMIT):
             verdict = _battery(ex, fn, name, run, cases)
     except _TooSlow:
-        verdict = _Verdict(WRONG, f"{name} took longer than {TIME_LIMIT:g} s for {len(cases)} small cases and was "
-                                  "stopped: look for a loop that never ends (or one over every entry where one "
-                                  "NumPy operation would do).")
+        verdict = _Verdict(WRONG, f"{name} took longer than {TIME_LIMIT:g} s for its {len(cases)} cases and was "
+                                  "stopped: " + (ex.too_slow or "look for a loop that never ends (or one over every "
+                                                 "entry where one NumPy operation would do)."))
     if verdict.status == CORRECT:
         _passed[ex.key] = fn
     elif _passed.get(ex.key) is fn:

@@ -193,6 +193,9 @@ register(CodeExercise(
     outputs=("the gradients",),
     run=_grads,
     slot="backward",
+    too_slow="the 10,000-node chain is the slow case. Checking whether a node was seen with `in` on a list "
+             "compares it with every entry, so the whole walk takes about n² comparisons; keep the seen nodes (or "
+             "their id()) in a set, where `in` takes one step.",
     mistakes=[
         Mistake("walking the order forwards",
                 "a node can only pass its gradient on once it has received all of it, from every node that uses it. "
