@@ -200,3 +200,13 @@ def test_your_attention_backward_takes_the_default_scale_given_explicitly_and_re
         np.testing.assert_allclose(out.data, expected.data, rtol=1e-12)
         with pytest.raises(ValueError, match="assumes the scale 1/√d_k; this call asks for 0.5"):
             F.scaled_dot_product_attention(q, k, v, scale=0.5)
+
+
+def test_your_attention_backward_gets_the_causal_mask_when_is_causal_is_set():
+    rng_ = np.random.default_rng(6)
+    q = Tensor(rng_.standard_normal((2, 3, 16)), requires_grad=True)  # 3 queries, 4 keys, d_k = 16
+    k, v = (Tensor(rng_.standard_normal((2, 4, 16)), requires_grad=True) for _ in range(2))
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with haaw.use(attention=attention_backward):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    np.testing.assert_allclose(out.data, expected.data, rtol=1e-12)
