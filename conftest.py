@@ -15,6 +15,18 @@ from pathlib import Path
 
 import pytest
 
+# The suite runs a worker per core. A BLAS (or torch) that also starts a thread per core makes the
+# workers' small matrix products wait on each other, up to 30 times slower on a busy 2-core machine:
+# one thread each, in this process and in every kernel and process it starts.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+try:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # for a BLAS already loaded
+except ImportError:
+    pass
+
 TORCH_MISSING = importlib.util.find_spec("torch") is None
 MEMORY_LIMIT = int(os.environ.get("HAAW_MEMORY_LIMIT_MIB", 1024)) << 20  # what mybinder.org guarantees a user
 
