@@ -219,3 +219,23 @@ def test_an_exercise_that_knows_why_code_is_slow_says_so(monkeypatch):
     monkeypatch.setattr(code_module, "TIME_LIMIT", 0.5)
     message = check("02-backward", backward).message
     assert "was stopped" in message and "in a set" in message
+
+
+def test_a_float32_case_answered_in_float64_is_told_the_inputs_dtype():
+    def tanh_backward(y, G):
+        dx = (1 - y**2) * G
+        return dx if y.dtype == np.float64 else dx.astype(np.float64) + 1e-3  # float64, and a little off
+
+    message = check("04-tanh-backward", tanh_backward).message
+    assert "dx is float64, but it should be float32, like the inputs (float32)" in message
+
+
+def test_a_float32_answer_is_held_to_float32_s_tolerance_even_where_the_reference_is_float64(monkeypatch):
+    from haaw.course.exercises import nb04
+
+    reference = REGISTRY["04-tanh-backward"].reference
+    monkeypatch.setattr(REGISTRY["04-tanh-backward"], "reference",
+                        # on float32 inputs: works in float64 and rounds differently, 1e-5 apart (float32's precision)
+                        lambda y, G: reference(y.astype(np.float64), G.astype(np.float64)) * (1 + 1e-5)
+                        if y.dtype == np.float32 else reference(y, G))
+    assert check("04-tanh-backward", nb04.tanh_backward).status == CORRECT

@@ -291,7 +291,7 @@ def _battery(ex, fn, name, run, cases) -> _Verdict:
             if err.status == NOT_ATTEMPTED:
                 return _Verdict(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
             return _Verdict(WRONG, f"✗ Not yet. {where}: {err.message}{note}")
-        rtol, atol = _tolerance(ex, expected)
+        rtol, atol = _tolerance(ex, [*expected, *_arrays_in(case.args)])  # float32 in or out: float32's tolerance
         bad = [i for i, (m, e) in enumerate(zip(mine, expected)) if not _same(m, e, rtol, atol)]
         if not bad:
             continue
@@ -313,6 +313,18 @@ def _diagnosis(ex, fn, case) -> str:
         return ""
 
 
+def _arrays_in(args) -> list:
+    """The NumPy arrays among a case's arguments (Tensors' arrays included), one level into lists."""
+    found = []
+    for a in args:
+        for item in (a if isinstance(a, (list, tuple)) else [a]):
+            if not isinstance(item, np.ndarray):
+                item = getattr(item, "data", item)  # a Tensor's array
+            if isinstance(item, np.ndarray):
+                found.append(item)
+    return found
+
+
 def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol) -> _Verdict:
     i = bad[0]
     out, yours, right = ex.outputs[i], mine[i], expected[i]
@@ -322,8 +334,11 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol) -> _Verd
                      if yours.ndim == 2 and yours.T.shape == right.shape and _same(yours.T, right, rtol, atol)
                      else ": a gradient has the shape of what it is the gradient of"))
     elif right.dtype.kind == "f" and yours.dtype != right.dtype:
-        detail = (f"{out} is {yours.dtype}, but the inputs are {right.dtype}: keep their dtype "
-                  "(a float64 array or np.float64 constant mixed in makes everything float64)")
+        given = sorted({str(a.dtype) for a in _arrays_in(case.args) if a.dtype.kind == "f"})
+        detail = (f"{out} is {yours.dtype}, but it should be {right.dtype}"
+                  + (f", like the inputs ({', '.join(given)})" if given == [str(right.dtype)] else "")
+                  + ": keep the inputs' dtype (a float64 array or np.float64 constant mixed in makes everything "
+                  "float64)")
     elif np.any(~np.isfinite(yours.astype(np.float64))) and np.all(np.isfinite(right.astype(np.float64))):
         detail = f"{out} contains nan or inf where every expected entry is finite (a 0/0, a log(0) or an overflow?)"
     else:
