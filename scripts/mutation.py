@@ -578,11 +578,11 @@ def _test_mutant(ws: Workspace, m: Mutant, original: str, selector: "Selector", 
     way (a time limit under load, say) is deselected and the run repeated."""
     quick = selector.quick(m)
     runs = []
-    # the tests that ran the mutated code, unless they are most of the selection anyway
-    if quick and selector.expected(quick) < 0.5 * selector.total:
+    # the tests that ran the mutated code, fastest first (with -x, the first that fails ends the run)
+    if quick:
         runs.append(("quick", quick))
     if not (runs and args.quick_only):
-        runs.append(("full", args.selection))
+        runs.append(("full", selector.fastest_first or args.selection))
     deselected: list[str] = []
     for name, selection in runs:
         expected = selector.expected(quick) if name == "quick" else selector.total
