@@ -107,3 +107,15 @@ def test_no_parameters_is_a_clear_error():
     for cls in (SGD, Adam):
         with pytest.raises(ValueError, match=f"{cls.__name__} got no parameters"):
             cls([], lr=0.1)
+
+
+@pytest.mark.parametrize("make", [lambda ps: SGD(ps, lr=0.1), lambda ps: Adam(ps, lr=0.1)])
+def test_every_step_changes_the_parameter_s_version_so_a_graph_built_before_it_refuses_backward(make):
+    w = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    opt = make([w])
+    (w * w).sum().backward()
+    opt.step()  # first step
+    stale = (w * w).sum()  # saves w as it is now
+    opt.step()  # second step: w changes again under the saved graph
+    with pytest.raises(RuntimeError, match="modified in place"):
+        stale.backward()

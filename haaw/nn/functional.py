@@ -200,7 +200,7 @@ class _YourAttention(Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask):
-        scores = (q @ np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+        scores = (q @ np.swapaxes(k, -1, -2)) / float(np.sqrt(q.shape[-1]))  # a Python float keeps float32
         softmax = OPS["softmax" if mask is None else "masked_softmax"]
         weights = softmax.forward(Context(), scores) if mask is None else softmax.forward(Context(), scores, mask)
         ctx.q, ctx.k, ctx.v, ctx.mask = q, k, v, mask

@@ -210,3 +210,14 @@ def test_your_attention_backward_gets_the_causal_mask_when_is_causal_is_set():
     with haaw.use(attention=attention_backward):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     np.testing.assert_allclose(out.data, expected.data, rtol=1e-12)
+
+
+def test_your_attention_backward_gets_the_given_mask_and_the_causal_one_together_and_keeps_float32():
+    rng_ = np.random.default_rng(7)
+    q, k, v = (Tensor(rng_.standard_normal((2, 4, 8)).astype(np.float32), requires_grad=True) for _ in range(3))
+    keep = np.array([True, False, True, True])  # the second key hidden from every query
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)
+    with haaw.use(attention=attention_backward):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)
+    assert out.dtype == expected.dtype == np.float32
+    np.testing.assert_allclose(out.data, expected.data, rtol=1e-5)

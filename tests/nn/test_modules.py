@@ -88,3 +88,12 @@ def test_sgd_and_mlp_errors_are_clear():
         SGD([], lr=0.1)
     with pytest.raises(ValueError, match="activation must be"):
         MLP([2, 2], activation="swish")
+
+
+def test_requires_grad__freezes_and_then_trains_again_by_default():
+    model = MLP([3, 4, 2], seed=0)
+    model(Tensor(np.ones((1, 3)))).sum().backward()
+    assert model.requires_grad_(False) is model
+    assert all(not p.requires_grad and p.grad is None for p in model.parameters())
+    model.requires_grad_()  # the default: train again
+    assert all(p.requires_grad for p in model.parameters())
