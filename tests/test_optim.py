@@ -119,3 +119,11 @@ def test_every_step_changes_the_parameter_s_version_so_a_graph_built_before_it_r
     opt.step()  # second step: w changes again under the saved graph
     with pytest.raises(RuntimeError, match="modified in place"):
         stale.backward()
+
+
+def test_adam_s_first_step_with_its_defaults_moves_each_parameter_by_lr_against_its_gradient_s_sign():
+    # after bias correction the first step is lr · g / (|g| + eps): PyTorch's default lr is 1e-3
+    w = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    w.grad = np.array([0.5, -3.0])
+    Adam([w]).step()
+    np.testing.assert_allclose(w.data, [1.0 - 1e-3, 2.0 + 1e-3], rtol=1e-9)
