@@ -8,8 +8,10 @@ register(Exercise(
     mistakes={
         0.9999: "0.9999 is the exact result, but fp16 cannot hold it: just below 1 its numbers are 2⁻¹¹ ≈ 0.00049 "
                 "apart, so 0.9999 rounds back to 1.0. The update is lost.",
-        1 - 2.0**-11: "That is the fp16 number just below 1 (1 − 2⁻¹¹). But rounding goes to the *nearest* fp16 "
-                      "number, and 0.9999 is much closer to 1.0 than to 0.99951.",
+        # the fp16 number just below 1, exactly or as the hint and the solution round it
+        **{below_one: "That is the fp16 number just below 1 (1 − 2⁻¹¹ ≈ 0.99951). But rounding goes to the "
+                      "*nearest* fp16 number, and 0.9999 is much closer to 1.0 than to 0.99951."
+           for below_one in (1 - 2.0**-11, 0.99951, 0.9995, 0.999512, 0.9995117, 0.99951172)},
         0.999: "0.999 is ten updates' worth below 1. One update gives 0.9999 exactly, and fp16 then rounds that "
                "to its nearest number, 1.0.",
     },

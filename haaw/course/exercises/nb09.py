@@ -24,6 +24,12 @@ register(Exercise(
         12: "Dividing by its own 12 tokens gives that microbatch's mean, weighting its tokens differently from "
             "the other microbatches'. Divide by the whole batch's real tokens.",
         1: "A plain sum grows with the batch: divide by the number of real tokens in the whole batch.",
+        1 / 40: "1/40 is the weight each token gets: dividing by 40 is multiplying by 1/40. The question asks "
+                "for the divisor.",
+        1 / 12: "1/12 is the weight a token gets when a microbatch is divided by its own 12 tokens. The question "
+                "asks for the divisor, and the divisor is the whole batch's token count.",
+        12 / 40: "12/40 is the weight of this microbatch's *mean* loss (its mean × 12/40 = its sum / 40). The "
+                 "question asks what its *summed* loss is divided by.",
     },
     hints=("The big-batch per-token loss is (sum over all real tokens) / (number of real tokens).",
            "Each microbatch contributes its part of the numerator; the denominator is shared."),
