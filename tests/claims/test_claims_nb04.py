@@ -77,6 +77,15 @@ def test_04_depth_multiplies_and_the_plain_stack_vanishes_or_explodes():
     from haaw.course.exercises import check
     assert check("04-product", "0.005154").correct and check("04-product", 0.9**50).correct
     assert not check("04-product", 0.9**49).correct  # 50 layers between the top and the stack's input
+    # "ten percent per layer ... about two orders of magnitude; even four percent (0.96⁵⁰ ≈ 0.13) is nearly one"
+    assert [f"{abs(np.log10(f ** 50)):.1f}" for f in (0.9, 1.1, 0.96)] == ["2.3", "2.1", "0.9"]
+    assert f"{0.96**50:.2f}" == "0.13" and 0.5 < -np.log10(0.96**50) < 1
+    # near misses: rounded too far gets the rounding message; the answer as a percentage is told so
+    for rounded in (0.005, "0.005", 0.0052):
+        assert "rounded to" in check("04-product", rounded).message
+    for percent in (0.5, 0.515, 0.5154, "0.515", 0.52):
+        feedback = check("04-product", percent)
+        assert not feedback.correct and "percentage" in feedback.message and "0.00515" in feedback.message
     logs = {}
     for scale in (0.9, 1.1):
         for name, kw in (("plain", {}), ("residual", {"residual": True}),
@@ -100,6 +109,8 @@ def test_04_scaling_the_weights_scales_every_relu_layer_s_factor_exactly():
         assert f"{measured:.3f}" == shown
     tanh = factor(numpy_stack(50, 1.0, activation="tanh")[0])
     assert f"{tanh:.3f}" == "0.958"  # "loses about 4% per layer"
+    tanh_norms = numpy_stack(50, 1.0, activation="tanh")[0]
+    assert 0.5 < -np.log10(tanh_norms[0] / tanh_norms[-1]) < 1  # "nearly one order of magnitude" (section 2)
 
 
 def test_04_he_s_scale_keeps_the_mean_square_but_the_typical_factor_falls_short_at_finite_width():

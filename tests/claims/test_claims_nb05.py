@@ -175,3 +175,54 @@ def test_05_exercise_1_needs_the_off_diagonal_entries_and_the_named_mistakes_are
     by_name = {name: fn(s, G) for name, fn in mistakes.items()}
     assert any(np.allclose(v, np.diag(s) @ G) and "diag(s)" in name for name, v in by_name.items())
     assert any(np.allclose(v, np.diag(J) * G) and "diagonal of the Jacobian" in name for name, v in by_name.items())
+
+
+def _my_attention_backward(scale_of):
+    """Attention's backward written from scratch (sharing nothing with the course's reference), taking
+    1/√d_k from ``scale_of(d_k)``: float32 in, float32 out, if that scale is a Python float."""
+    def attention_backward(Q, K, V, mask, G):
+        c = scale_of(Q.shape[-1])
+        S = np.einsum("...qd,...kd->...qk", Q, K) * c
+        allowed = np.ones(S.shape, dtype=bool) if mask is None else np.broadcast_to(mask, S.shape)
+        P = np.zeros_like(S)
+        for index in np.ndindex(S.shape[:-1]):  # one query at a time
+            row, ok = S[index], allowed[index]
+            if ok.any():
+                e = np.exp(row[ok] - row[ok].max())
+                P[index + (ok,)] = e / e.sum()
+        dV = np.einsum("...qk,...qd->...kd", P, G)
+        dP = np.einsum("...qd,...kd->...qk", G, V)
+        dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+        return np.einsum("...qk,...kd->...qd", dS, K) * c, np.einsum("...qk,...qd->...kd", dS, Q) * c, dV
+    return attention_backward
+
+
+def test_05_float32_stays_float32_in_the_reference_and_a_float32_preserving_answer_passes():
+    import math
+
+    from haaw.course.exercises import REGISTRY, check
+    from haaw.course.exercises.code import _copies
+
+    ex = REGISTRY["05-attention-backward"]
+    (case,) = [c for c in ex.cases() if c.label == "float32"]
+    for fn in [ex.reference] + [m.code for m in ex.mistakes]:  # np.sqrt(d) would make these float64
+        assert [o.dtype for o in fn(*_copies(case.args))] == [np.float32] * 3
+    for scale_of in (lambda d: d ** -0.5, lambda d: 1 / math.sqrt(d), lambda d: float(1 / np.sqrt(d))):
+        mine = _my_attention_backward(scale_of)
+        assert [o.dtype for o in mine(*_copies(case.args))] == [np.float32] * 3
+        feedback = check("05-attention-backward", mine)
+        assert feedback.correct, feedback.message
+    # every code exercise of notebooks 03-05: on a case whose float inputs are all float32, the reference's
+    # array outputs are float32 too (04-clip-grad-norm's norm is one number, compared in float64)
+    for key, exercise in REGISTRY.items():
+        if key[:2] not in ("03", "04", "05") or not hasattr(exercise, "reference"):
+            continue
+        run = exercise.run or (lambda f, *a: f(*_copies(a)))
+        for c in exercise.cases():
+            inputs = [a for arg in c.args for a in (arg if isinstance(arg, (list, tuple)) else [arg])
+                      if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+            if inputs and all(a.dtype == np.float32 for a in inputs):
+                outputs = run(exercise.reference, *c.args)
+                outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+                arrays = [np.asarray(o) for o in outputs if np.ndim(o) > 0]
+                assert arrays and all(a.dtype == np.float32 for a in arrays), (key, c.label)

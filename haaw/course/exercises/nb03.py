@@ -74,7 +74,7 @@ register(Exercise(
     hints=("Rows: one per output, 4096. Columns: one per weight, 4096 × 4096.",
            "Entries × 4 bytes."),
     solution="4096 outputs × 16,777,216 weights = 68,719,476,736 entries × 4 bytes = 274,877,906,944 bytes "
-             "(about 275 GB), against 64 MiB for W itself.",
+             "(about 275 GB), against about 67 MB for W itself.",
     forms=("274877906944", "275e9", "2.75e11", "274.9e9"),
 ))
 

@@ -25,7 +25,11 @@ register(Exercise(
         45: "45 is 50 × 0.9: per-layer factors multiply, they do not add.",
         0.9: "0.9 is what one layer does. There are 50 of them in a row.",
         0.1**50: "0.1 is what each layer takes away, not what it keeps.",
-        0.5: "Close in spirit, but work it out: 0.9 multiplied by itself 50 times.",
+        0.5: "That is the percentage, rounded (about half a percent survives); as a fraction it is 0.00515.",
+        0.9**50 * 100: "That is the percentage; as a fraction it is 0.00515.",
+        0.52: "That is the percentage, rounded; as a fraction it is 0.00515.",
+        0.005: "That is the right number rounded to 1 significant digit: give at least 3 (or let Python "
+               "compute 0.9 ** 50).",
         0.9**49: "That is 49 factors of 0.9, one layer short: on its way from the top to the stack's input the "
                  "gradient passes through all 50 layers, the first one included, and each multiplies in its 0.9.",
         0.9**51: "That is 51 factors of 0.9, one too many: 50 layers multiply in 50 factors.",
@@ -154,7 +158,10 @@ def _run_clip(fn, grads, max_norm):
     shapes = [np.shape(c) for c in clipped]
     if shapes != [g.shape for g in grads]:
         raise LearnerError(f"each clipped gradient keeps its shape {[g.shape for g in grads]}; got {shapes}")
-    return np.concatenate([np.ravel(c) for c in clipped]) if grads else np.zeros(0), np.asarray(norm)
+    norm = np.asarray(norm)
+    if norm.dtype.kind == "f":  # the norm is one number: computed in float32 or float64, either is right
+        norm = norm.astype(np.float64)
+    return np.concatenate([np.ravel(c) for c in clipped]) if grads else np.zeros(0), norm
 
 
 def _clip_cases():

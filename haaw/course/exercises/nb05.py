@@ -127,8 +127,8 @@ def attention_backward(Q, K, V, mask, G):
 
     ``mask`` is None or boolean, True where a query may look at a key; a query that may look at
     nothing gets output 0 and gradient 0."""
-    d = Q.shape[-1]
-    S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d)
+    scale = Q.shape[-1] ** -0.5  # 1/√d as a Python float: float32 inputs stay float32 (np.sqrt(d) would not)
+    S = Q @ np.swapaxes(K, -1, -2) * scale
     if mask is not None:
         S = np.where(mask, S, -np.inf)
     top = np.max(S, axis=-1, keepdims=True)
@@ -138,8 +138,8 @@ def attention_backward(Q, K, V, mask, G):
     dV = np.swapaxes(P, -1, -2) @ G                              # O = P V
     dP = G @ np.swapaxes(V, -1, -2)
     dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))       # softmax's backward
-    dQ = dS @ K / np.sqrt(d)                                     # S = Q Kᵀ / √d
-    dK = np.swapaxes(dS, -1, -2) @ Q / np.sqrt(d)
+    dQ = dS @ K * scale                                          # S = Q Kᵀ / √d
+    dK = np.swapaxes(dS, -1, -2) @ Q * scale
     return dQ, dK, dV
 
 
@@ -160,8 +160,8 @@ def _attention_cases():
 
 def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mask_used=True):
     def wrong(Q, K, V, mask, G):
-        d = Q.shape[-1]
-        S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d)
+        root = Q.shape[-1] ** -0.5
+        S = Q @ np.swapaxes(K, -1, -2) * root
         if mask is not None and mask_used:
             S = np.where(mask, S, -np.inf)
         top = np.max(S, axis=-1, keepdims=True)
@@ -171,7 +171,7 @@ def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mas
         dV = (P if dv_transposed else np.swapaxes(P, -1, -2)) @ G
         dP = G @ np.swapaxes(V, -1, -2)
         dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
-        k = 1 / np.sqrt(d) if scale else 1.0
+        k = root if scale else 1.0
         dQ = dS @ K * k
         dK = (dS if dk_transposed else np.swapaxes(dS, -1, -2)) @ Q * k
         return dQ, dK, dV
@@ -207,5 +207,7 @@ register(CodeExercise(
            "softmax_backward, row by row); S = Q Kᵀ/√d_k gives dQ and dK.",
            "dV = Pᵀ G, dP = G Vᵀ, dS = P ⊙ (dP − ⟨dP, P⟩), dQ = dS K / √d_k, dK = dSᵀ Q / √d_k. Build P with the mask, "
            "and make a fully masked row all zeros instead of 0/0.",
-           "For batch axes use np.swapaxes(A, -1, -2) for a transpose, and keep the row sums along axis -1."),
+           "For batch axes use np.swapaxes(A, -1, -2) for a transpose, and keep the row sums along axis -1. "
+           "Keep 1/√d_k a Python float, as the template's d_k ** -0.5 is: np.sqrt(d_k) is a NumPy float64 scalar, "
+           "and multiplying a float32 array by it gives float64."),
 ))
