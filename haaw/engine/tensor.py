@@ -450,8 +450,8 @@ class Tensor:
         """Reorder all the axes: output axis i is input axis ``dims[i]``."""
         dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         n = self.ndim
-        if len(dims) != n or sorted(d % n if isinstance(d, (int, np.integer)) and -n <= d < n else None
-                                    for d in dims) != list(range(n)):
+        if len(dims) != n or sorted(d % n if isinstance(d, (int, np.integer)) and -n <= d < n else -1
+                                    for d in dims) != list(range(n)):  # -1: not an axis
             raise ValueError(f"permute{dims}: a tensor of shape {self.shape} needs each of its {n} axes "
                              f"exactly once (numbers from {-n} to {n - 1})")
         return apply("permute", self, dims=tuple(int(d) % n for d in dims))

@@ -115,6 +115,9 @@ def test_topological_order_is_deterministic_for_tensors_too():
     (lambda: Tensor(np.ones((2, 3))).sum(dim=2), IndexError, r"dim 2 is out of range for a tensor of shape \(2, 3\)"),
     (lambda: Tensor(np.ones((2, 3))).sum(dim=0, axis=0), TypeError, "dim= or axis=, not both"),
     (lambda: Tensor(np.ones((2, 3))).permute(0, 0), ValueError, "each of its 2 axes exactly once"),
+    (lambda: Tensor(np.ones((2, 3))).permute(0, 2), ValueError, "each of its 2 axes exactly once"),
+    (lambda: Tensor(np.ones((2, 3))).permute(0, 3), ValueError, "each of its 2 axes exactly once"),
+    (lambda: Tensor(np.ones((2, 3))).permute(0, 1.0), ValueError, "each of its 2 axes exactly once"),
     (lambda: Tensor(np.ones((2, 3))).transpose(0, 2), IndexError, "dim 2 is out of range"),
     (lambda: np.sin(Tensor(np.ones(2))), TypeError, "np.sin cannot record a Tensor"),
     (lambda: np.asarray(Tensor(np.ones(2), requires_grad=True)), TypeError, "requires a gradient"),
@@ -131,6 +134,8 @@ def test_repr_is_short_and_deterministic():
     t = Tensor(np.array([1.0, 2.5]), requires_grad=True, label="w")
     assert repr(t) == "Tensor([1. , 2.5], requires_grad=True, label='w')"
     assert "float32" in repr(Tensor(np.ones(2, dtype=np.float32)))
+    assert repr(Tensor(np.array([1.23456, 2.0]))) == "Tensor([1.2346, 2.    ])"  # 4 decimals
+    assert "..." not in repr(Tensor(np.arange(20.0))) and "..." in repr(Tensor(np.arange(21.0)))  # up to 20 entries
 
 
 # --- each of these once gave a wrong answer without an error ---------------------------------------------
