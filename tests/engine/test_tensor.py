@@ -333,3 +333,20 @@ def test_requires_grad__turns_recording_on_or_off_for_floats_only_and_returns_th
     assert ints.requires_grad_(False) is ints and not ints.requires_grad
     with pytest.raises(TypeError, match="only floating-point tensors can require gradients"):
         ints.requires_grad_()
+
+
+def test_cat_of_a_single_tensor_is_a_copy_and_0d_tensors_are_refused():
+    a = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    out = cat([a])
+    np.testing.assert_array_equal(out.data, [1.0, 2.0])
+    out.sum().backward()
+    np.testing.assert_array_equal(a.grad, [1.0, 1.0])
+    with pytest.raises(ValueError, match="at least 1"):
+        cat([Tensor(1.0), Tensor(2.0)])
+
+
+def test_from_numpy_takes_a_0d_array_and_refuses_what_tensor_refuses():
+    t = from_numpy(np.array(3.0))
+    assert t.shape == () and t.item() == 3.0
+    with pytest.raises(TypeError):
+        from_numpy(np.array(["a", "b"]))

@@ -4,6 +4,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from haaw import Value
@@ -194,3 +195,22 @@ def test_backward_returns_the_nodes_it_visited_the_root_first_and_each_before_it
     assert sorted(visited) == ["a", "b", "c", "d"] and visited[0] == "d"
     assert visited.index("d") < visited.index("c") < visited.index("a")
     assert visited.index("c") < visited.index("b")
+
+
+def test_a_leaf_that_is_its_own_loss_accumulates_its_seed_like_any_leaf():
+    w = Value(3.0)
+    w.backward()
+    w.backward()
+    assert w.grad == 2.0  # PyTorch: w.backward() twice on a leaf leaves w.grad == 2
+
+
+@pytest.mark.parametrize("x, expected", [(np.array(2.5), 2.5), (np.float32(1.5), 1.5), (np.int64(4), 4.0)])
+def test_a_numpy_scalar_or_0d_array_is_a_number(x, expected):
+    v = Value(x)
+    assert type(v.data) is float and v.data == expected
+
+
+@pytest.mark.parametrize("x", [np.array([2.5]), np.array(True), np.array(1 + 2j), np.bool_(True)])
+def test_an_array_with_axes_a_boolean_or_a_complex_number_is_refused(x):
+    with pytest.raises(TypeError, match=r"Value\(data\) must be a real number"):
+        Value(x)
