@@ -214,3 +214,9 @@ def test_a_numpy_scalar_or_0d_array_is_a_number(x, expected):
 def test_an_array_with_axes_a_boolean_or_a_complex_number_is_refused(x):
     with pytest.raises(TypeError, match=r"Value\(data\) must be a real number"):
         Value(x)
+
+
+def test_dividing_by_one_is_fine_and_by_zero_names_the_divisor():
+    assert (Value(3.0) / 1.0).data == 3.0 and (Value(3.0) / Value(1.0)).data == 3.0
+    with pytest.raises(ZeroDivisionError, match="the divisor is 0"):
+        Value(3.0) / 0.0
