@@ -220,3 +220,46 @@ def test_dividing_by_one_is_fine_and_by_zero_names_the_divisor():
     assert (Value(3.0) / 1.0).data == 3.0 and (Value(3.0) / Value(1.0)).data == 3.0
     with pytest.raises(ZeroDivisionError, match="the divisor is 0"):
         Value(3.0) / 0.0
+
+
+@pytest.mark.parametrize("n, expected", [(0, 0.0), (1, 1.0), (2, 6.0), (-1, -1 / 9)])
+def test_the_local_derivative_of_x_to_the_n_at_3(n, expected):
+    x = Value(3.0)
+    (x**n).backward()
+    assert x.grad == pytest.approx(expected, rel=1e-15)
+
+
+def test_a_number_on_the_left_of_plus_and_a_value_in_the_exponent():
+    x = Value(3.0)
+    y = 2 + x
+    assert y.data == 5.0
+    y.backward()
+    assert x.grad == 1.0
+    p = 2 ** x
+    assert p.data == 8.0
+    x.grad = 0.0
+    p.backward()
+    assert x.grad == pytest.approx(8 * math.log(2))
+    assert (1 ** x).data == 1.0  # a base of 1 is allowed: 1 ** x = 1 for every x
+    with pytest.raises(ValueError, match="needs a positive base"):
+        0 ** x
+
+
+def test_relu_at_zero_passes_no_gradient_as_in_pytorch():
+    x = Value(0.0)
+    y = x.relu()
+    y.backward()
+    assert y.data == 0.0 and x.grad == 0.0
+
+
+def test_log_of_zero_says_what_log_is_defined_for():
+    with pytest.raises(ValueError, match="defined for positive numbers only; z = 0"):
+        Value(0.0, label="z").log()
+
+
+def test_messages_name_a_value_by_its_label_or_else_its_number_and_float_reads_it():
+    with pytest.raises(ZeroDivisionError, match="division by zero: a / 0, and the divisor is 0"):
+        Value(3.0, label="a") / 0.0
+    with pytest.raises(ZeroDivisionError, match="division by zero: 3 / 0"):
+        Value(3.0) / 0.0
+    assert float(Value(2.5)) == 2.5
