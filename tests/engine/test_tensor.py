@@ -117,6 +117,7 @@ def test_topological_order_is_deterministic_for_tensors_too():
     (lambda: Tensor(np.ones((2, 3))).permute(0, 0), ValueError, "each of its 2 axes exactly once"),
     (lambda: Tensor(np.ones((2, 3))).permute(0, 2), ValueError, "each of its 2 axes exactly once"),
     (lambda: Tensor(np.ones((2, 3))).permute(0, 3), ValueError, "each of its 2 axes exactly once"),
+    (lambda: Tensor(np.ones((2, 3))).permute(2, 1), ValueError, "each of its 2 axes exactly once"),  # 2 is not 0
     (lambda: Tensor(np.ones((2, 3))).permute(0, 1.0), ValueError, "each of its 2 axes exactly once"),
     (lambda: Tensor(np.ones((2, 3))).transpose(0, 2), IndexError, "dim 2 is out of range"),
     (lambda: np.sin(Tensor(np.ones(2))), TypeError, "np.sin cannot record a Tensor"),
