@@ -175,6 +175,12 @@ PARALLEL = int(os.environ.get("HAAW_BROWSER_PARALLEL", "3"))  # notebooks open a
 ALL_RUN_JS = """() => {
     const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
     return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent)); }"""
+CELLS_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')]
+    .map((cell, i) => [i,
+        [...cell.querySelectorAll('.jp-OutputArea [data-mime-type="application/vnd.jupyter.stderr"]')]
+            .map(e => e.innerText),
+        cell.innerText.includes('Error displaying widget'),
+        cell.querySelector('.jp-OutputArea .noUi-handle') !== null])"""
 # Figures that would vanish in a dark theme: a picture whose corner is transparent, or a drawing with no
 # background of its own (dark text on the dark page). Returns a description of each.
 SEE_THROUGH_JS = """() => {
@@ -198,11 +204,18 @@ SEE_THROUGH_JS = """() => {
     return found; }"""
 
 
-def open_and_run(context, lab, relpath: str):
-    """Open ``relpath`` in JupyterLab and start running all its cells; returns the page."""
+def open_page(context, lab, relpath: str):
+    """Open ``relpath`` in JupyterLab (its kernel starting); returns the page."""
     page = context.new_page()
     # ?reset: a fresh workspace, so no other notebook is restored beside this one
-    page.goto(f"{lab['base']}/lab/tree/{relpath}?reset&token={lab['token']}")
+    page.goto(f"{lab['base']}/lab/tree/{relpath}?reset&token={lab['token']}", wait_until="commit")
+    return page
+
+
+def open_and_run(context, lab, relpath: str, page=None):
+    """Open ``relpath`` in JupyterLab (unless ``page`` has it open already) and start running all its
+    cells; returns the page."""
+    page = page or open_page(context, lab, relpath)
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # an earlier "run all" is dropped
     if page.evaluate("() => document.body.dataset.jpThemeLight") == "false":  # an earlier page chose dark
         page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
@@ -217,17 +230,15 @@ def inspect(page, name: str, shots: Path | None = None) -> list[str]:
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
     problems = []
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
-    for index in range(cells.count()):
-        cell = cells.nth(index)
+    # every cell read in one round trip: its error outputs, a widget that failed, whether it has a slider
+    for index, errors, widget_failed, has_slider in page.evaluate(CELLS_JS):
         where = f"{name}, cell {index}"
-        errors = cell.locator('.jp-OutputArea [data-mime-type="application/vnd.jupyter.stderr"]')
-        for k in range(errors.count()):
-            problems.append(f"{where}: error output: {errors.nth(k).inner_text()[:500]}")
-        if "Error displaying widget" in cell.inner_text():
+        problems += [f"{where}: error output: {text[:500]}" for text in errors]
+        if widget_failed:
             problems.append(f"{where}: Error displaying widget")
-        handles = cell.locator(".jp-OutputArea .noUi-handle")
-        if handles.count():
-            problems += _move_first_slider(page, cell, handles.first, where)
+        if has_slider:
+            cell = cells.nth(index)
+            problems += _move_first_slider(page, cell, cell.locator(".jp-OutputArea .noUi-handle").first, where)
             if shots:
                 cell.screenshot(path=str(shots / f"{Path(name).stem}-cell{index:02d}.png"))
     if name == TYPED_EXERCISE["notebook"]:
@@ -261,12 +272,14 @@ def notebook_runs(lab, browser, screenshots, request):
     """Every notebook, a few at a time, in one browser on one server: name -> (problems, seconds)."""
     results, start = {}, time.monotonic()
     for batch in (NOTEBOOKS[i:i + PARALLEL] for i in range(0, len(NOTEBOOKS), PARALLEL)):
-        opened = {}
-        for path in batch:  # start them all; their kernels run side by side
-            began = time.monotonic()
+        opened, began = {}, time.monotonic()
+        # the pages load side by side, then each runs all its cells; their kernels run side by side
+        pages = {path.name: open_page(browser, lab, f"notebooks/{path.name}") for path in batch}
+        for path in batch:
             try:
-                opened[path.name] = (open_and_run(browser, lab, f"notebooks/{path.name}"), began)
+                opened[path.name] = (open_and_run(browser, lab, f"notebooks/{path.name}", pages[path.name]), began)
             except Exception as err:  # noqa: BLE001  (reported per notebook, not for the whole batch)
+                pages[path.name].close()
                 results[path.name] = ([f"{path.name}: could not open and run it: {err}"], time.monotonic() - began)
         for name, (page, began) in opened.items():
             try:
@@ -284,6 +297,8 @@ def notebook_runs(lab, browser, screenshots, request):
             reporter.write_line("")
             reporter.write_line(f"browser test: {len(results)} notebooks in {time.monotonic() - start:.0f} s, "
                                 f"{PARALLEL} at a time; screenshots in {screenshots}")
+            reporter.write_line("  seconds from opening to done: " + ", ".join(
+                f"{name[:2]} {seconds:.0f}" for name, (_, seconds) in sorted(results.items())))
     return results
 
 
