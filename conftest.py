@@ -136,6 +136,16 @@ def pytest_runtest_call(item):
     return result
 
 
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: hand the peaks to the controller
+        session.config.workeroutput["haaw_memory_peaks"] = {name: int(peak) for name, peak in MEMORY.peaks.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    MEMORY.peaks.update(getattr(node, "workeroutput", {}).get("haaw_memory_peaks", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
     if MEMORY.peaks:
         terminalreporter.write_line("notebook memory (kernel and its processes, peak while it ran): " + ", ".join(
