@@ -217,13 +217,13 @@ register(CodeExercise(
                 "before it is popped; a node that uses it can then be appended before it, and the reversed order "
                 "passes its gradient on before it is complete. Mark a node visited when it comes off the stack "
                 "(the first time), and push its parents then.",
-                lambda root: _visited_on_push(root)),
+                lambda root: _variant(root, mark="pushed")),
         Mistake("no visited set: a node placed twice",
                 "without a set of the nodes already seen, a node reached along two paths is walked and appended "
                 "twice; walking the order backwards, it then passes its gradient on twice, the first time before it "
                 "is complete. Keep a set of visited ids: the first time a node comes off the stack, add its id and "
                 "push its parents; every later time, skip it.",
-                lambda root: _no_visited_set(root)),
+                lambda root: _variant(root, mark=None)),
     ],
     hints=("Two phases. First the order: a depth-first walk that appends a node after its parents, with a list as "
            "the stack and a set of visited ids. Then the pass: root.grad = 1, and for each node in reversed(order), "
@@ -244,52 +244,25 @@ def _push_every_path(root):
     push(root)
 
 
-def _no_visited_set(root):
-    """The order built with no visited set: a node reached along two paths is placed twice."""
-    order, stack = [], [(root, False)]
+def _variant(root, reverse=True, accumulate=True, seed=True, mark="popped"):
+    """The reference backward with one thing done wrong, for the mistake table. ``mark`` is when a node
+    counts as visited: "popped" (right: as it comes off the stack), "pushed" (too early: as it goes on), or
+    None (never: no visited set, so a node reached along two paths is placed twice)."""
+    order, visited, stack = [], {id(root)} if mark == "pushed" else set(), [(root, False)]
     while stack:
         node, parents_done = stack.pop()
         if parents_done:
             order.append(node)
-        else:
+        elif mark != "popped" or id(node) not in visited:
+            if mark == "popped":
+                visited.add(id(node))
             stack.append((node, True))
-            stack.extend((parent, False) for parent in node._parents)
-    root.grad = 1.0
-    for node in reversed(order):
-        for parent, local in zip(node._parents, node._local):
-            parent.grad += node.grad * local
-
-
-def _visited_on_push(root):
-    """The order built with nodes marked visited as they are pushed: a user can land before its input."""
-    order, visited, stack = [], {id(root)}, [(root, False)]
-    while stack:
-        node, parents_done = stack.pop()
-        if parents_done:
-            order.append(node)
-            continue
-        stack.append((node, True))
-        for parent in node._parents:
-            if id(parent) not in visited:
-                visited.add(id(parent))
+            for parent in node._parents:
+                if mark == "pushed":
+                    if id(parent) in visited:
+                        continue
+                    visited.add(id(parent))
                 stack.append((parent, False))
-    root.grad = 1.0
-    for node in reversed(order):
-        for parent, local in zip(node._parents, node._local):
-            parent.grad += node.grad * local
-
-
-def _variant(root, reverse=True, accumulate=True, seed=True):
-    """The reference backward with one thing done wrong, for the mistake table."""
-    order, visited, stack = [], set(), [(root, False)]
-    while stack:
-        node, parents_done = stack.pop()
-        if parents_done:
-            order.append(node)
-        elif id(node) not in visited:
-            visited.add(id(node))
-            stack.append((node, True))
-            stack.extend((parent, False) for parent in node._parents)
     root.grad = 1.0 if seed else 0.0
     for node in reversed(order) if reverse else order:
         for parent, local in zip(node._parents, node._local):
