@@ -167,6 +167,14 @@ def test_02_counted_passes_forward_mode_one_per_parameter_reverse_mode_one_each(
     assert calls == {"f": 1, "backward": 1}
 
 
+def _pass(root, order):
+    """The backward pass over an order already built: root first, each node's share with +=."""
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
 def _backward_marking_visited_on_push(root, parents_in_order=True):
     """The broken sort the check must catch: a node is marked visited when pushed, not when popped."""
     order, visited, stack = [], {id(root)}, [(root, False)]
@@ -180,10 +188,7 @@ def _backward_marking_visited_on_push(root, parents_in_order=True):
             if id(parent) not in visited:
                 visited.add(id(parent))
                 stack.append((parent, False))
-    root.grad = 1.0
-    for node in reversed(order):
-        for parent, local in zip(node._parents, node._local):
-            parent.grad += node.grad * local
+    _pass(root, order)
 
 
 @pytest.mark.parametrize("parents_in_order", [True, False])
@@ -254,21 +259,24 @@ def test_02_moons_are_the_two_moons_of_notebook_03_as_python_numbers():
     assert (r.data, z.grad) == (0.5, 1.0)
 
 
-def _backward_searching_a_list(root):
-    """A correct backward whose order is built with `node not in order`: quadratic in the nodes."""
+def _order_without_a_visited_set(root, search_the_order=False):
+    """Parents after children, walked with no set of visited nodes: a node reached along two paths is placed
+    twice, unless ``search_the_order`` looks it up in the order first (right, but quadratic in the nodes)."""
     order, stack = [], [(root, False)]
     while stack:
         node, parents_done = stack.pop()
         if parents_done:
-            if node not in order:
+            if not (search_the_order and node in order):
                 order.append(node)
         else:
             stack.append((node, True))
             stack.extend((parent, False) for parent in node._parents)
-    root.grad = 1.0
-    for node in reversed(order):
-        for parent, local in zip(node._parents, node._local):
-            parent.grad += node.grad * local
+    return order
+
+
+def _backward_searching_a_list(root):
+    """A correct backward whose order is built with `node not in order`: quadratic in the nodes."""
+    _pass(root, _order_without_a_visited_set(root, search_the_order=True))
 
 
 def test_02_the_backward_check_says_why_a_list_search_is_too_slow_and_names_a_missing_visited_set():
@@ -286,18 +294,7 @@ def test_02_the_backward_check_says_why_a_list_search_is_too_slow_and_names_a_mi
     assert "took longer than" not in feedback.message
 
     def no_visited_set(root):
-        order, stack = [], [(root, False)]
-        while stack:
-            node, parents_done = stack.pop()
-            if parents_done:
-                order.append(node)
-            else:
-                stack.append((node, True))
-                stack.extend((parent, False) for parent in node._parents)
-        root.grad = 1.0
-        for node in reversed(order):
-            for parent, local in zip(node._parents, node._local):
-                parent.grad += node.grad * local
+        _pass(root, _order_without_a_visited_set(root))
 
     feedback = check("02-backward", no_visited_set)
     assert feedback.status == WRONG and "This looks like no visited set: a node placed twice" in feedback.message
