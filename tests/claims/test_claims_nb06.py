@@ -177,19 +177,21 @@ def test_06_the_checkpoint_class_gives_the_weights_inside_their_gradient_when_it
     assert np.array_equal(layer.weight.grad, expected)
 
 
-def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_is_not():
+def _learner_checkpoint(keep_x, keep_more=lambda out: {}):
+    """A learner's checkpointed segment: forward runs fn without recording, keeps ``keep_x(x)`` and whatever
+    ``keep_more(out)`` names on ctx; backward runs fn again from the kept input."""
     from haaw import Function, no_grad
-    from haaw.course.exercises import check
-    from haaw.course.exercises.nb06 import _KeepsTheOutput
 
-    class KeepsACopy(Function):
+    class Segment(Function):
         always_record = True
 
         @staticmethod
         def forward(ctx, fn, x):
             with no_grad():
                 out = fn(Tensor(x))
-            ctx.fn, ctx.x = fn, x.copy()
+            ctx.fn, ctx.x = fn, keep_x(x)
+            for name, value in keep_more(out).items():
+                setattr(ctx, name, value)
             return out.data
 
         @staticmethod
@@ -197,38 +199,25 @@ def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_i
             x = Tensor(ctx.x, requires_grad=True)
             ctx.fn(x).backward(g)
             return None, x.grad
+    return Segment
 
-    assert check("06-checkpoint", KeepsACopy).correct
+
+def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_is_not():
+    from haaw.course.exercises import check
+    from haaw.course.exercises.nb06 import _KeepsTheOutput
+
+    assert check("06-checkpoint", _learner_checkpoint(lambda x: x.copy())).correct
     assert not check("06-checkpoint", _KeepsTheOutput).correct
 
 
 def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so_pick_runs_the_course_s():
     # the memory tracker counts bare arrays on ctx; a Tensor on ctx (ctx.out = out) keeps out.data alive all
     # the same, and must not pass: else cell 17 would run it and print a peak that misses the output
-    from haaw import Function, no_grad
     from haaw.course.exercises import check, pick
     from haaw.course.exercises.nb06 import CheckpointSegment
 
-    def keeping(what):
-        class Keeps(Function):
-            always_record = True
-
-            @staticmethod
-            def forward(ctx, fn, x):
-                with no_grad():
-                    out = fn(Tensor(x))
-                ctx.fn, ctx.x, ctx.out = fn, x, what(out)
-                return out.data
-
-            @staticmethod
-            def backward(ctx, g):
-                x = Tensor(ctx.x, requires_grad=True)
-                ctx.fn(x).backward(g)
-                return None, x.grad
-        return Keeps
-
     for what in (lambda out: out, lambda out: out.data, lambda out: (out,), lambda out: {"y": out}):
-        cls = keeping(what)
+        cls = _learner_checkpoint(lambda x: x, lambda out, what=what: {"out": what(out)})
         feedback = check("06-checkpoint", cls)
         assert not feedback.correct and "keeping the output as well" in feedback.message
         assert pick("06-checkpoint", cls) is CheckpointSegment
