@@ -11,10 +11,25 @@ from .nb01 import tiny_chain_step
 WIDE = {"description_width": "initial"}  # show a slider's whole name ("temperature", not "temperat…")
 
 
+def _show_figure(picture, figsize, draw) -> None:
+    """Replace what the Output widget ``picture`` shows with a new figure, drawn by ``draw(ax)``.
+
+    The figure is made without pyplot, so it is not among pyplot's open figures: ipykernel can handle
+    a slider's message while a cell is running, and the inline backend shows and closes pyplot's open
+    figures when a cell ends. A figure of its own is drawn whole, then shown once, here."""
+    from IPython.display import display
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    draw(fig.subplots())
+    picture.clear_output(wait=True)
+    with picture:
+        display(fig)
+
+
 def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
     """Sliders for w, x and η: the loss curve, its tangent at w and one gradient step."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     from .plots import plot_tangent_step
 
@@ -30,11 +45,7 @@ def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
     def redraw(_=None):
         w_, x_, lr_ = (s.value for s in sliders)
         numbers.value = "<pre>" + str(tiny_chain_step(w_, x_, lr_)) + "</pre>"
-        picture.clear_output(wait=True)
-        with picture:
-            fig, ax = plt.subplots(figsize=(6, 3.6))
-            plot_tangent_step(w_, x_, lr_, ax=ax)
-            plt.show()
+        _show_figure(picture, (6, 3.6), lambda ax: plot_tangent_step(w_, x_, lr_, ax=ax))
 
     for s in sliders:
         s.observe(redraw, names="value")
@@ -69,7 +80,6 @@ def backward_stepper(root, width: int | None = None):
 def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
     """Sliders for batch size and layer sizes: which matrices meet in each gradient of Y = XW."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     from .nb03 import describe_matmul_gradients
     from .plots import plot_matmul_shapes
@@ -81,10 +91,7 @@ def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
     def redraw(_=None):
         b, n_, m_ = (s.value for s in sliders)
         text.value = "<pre>" + describe_matmul_gradients(b, n_, m_) + "</pre>"
-        picture.clear_output(wait=True)
-        with picture:
-            plot_matmul_shapes(b, n_, m_)
-            plt.show()
+        _show_figure(picture, (8, 3), lambda ax: plot_matmul_shapes(b, n_, m_, ax=ax))
 
     for s in sliders:
         s.observe(redraw, names="value")
@@ -95,7 +102,6 @@ def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
 def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
     """Depth, initialisation scale and the residual / LayerNorm switches: the gradient per layer."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
     import numpy as np
 
     from .nb04 import deep_stack_grad_norms
@@ -113,11 +119,11 @@ def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
         factor = (norms[0] / norms[-1]) ** (1 / max(len(norms) - 1, 1))
         text.value = (f"<pre>first layer / last layer: {norms[0] / norms[-1]:.3g}   "
                       f"average factor per layer: {factor:.3f}</pre>")
-        picture.clear_output(wait=True)
-        with picture:
-            ax = plot_gradient_norms({"this setting": norms})
+        def draw(ax):
+            plot_gradient_norms({"this setting": norms}, ax=ax)
             ax.set_ylim(min(1e-4, norms.min() / 2), max(1e4, norms.max() * 2))
-            plt.show()
+
+        _show_figure(picture, (6, 3.4), draw)
 
     for w in (depth_slider, scale_slider, residual, normalise):
         w.observe(redraw, names="value")
@@ -129,7 +135,6 @@ def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
 def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
     """d_k, temperature and the 1/√d_k switch: how peaked the attention gets, how big its gradient."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     from .nb05 import describe_attention_row
     from .plots import plot_attention_row
@@ -141,10 +146,7 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
 
     def redraw(_=None):
         text.value = "<pre>" + describe_attention_row(dims.value, scaled.value, temp.value) + "</pre>"
-        picture.clear_output(wait=True)
-        with picture:
-            plot_attention_row(dims.value, scaled.value, temp.value)
-            plt.show()
+        _show_figure(picture, (6, 2.6), lambda ax: plot_attention_row(dims.value, scaled.value, temp.value, ax=ax))
 
     for w in (dims, temp, scaled):
         w.observe(redraw, names="value")
@@ -158,7 +160,6 @@ def checkpoint_explorer(depth: int = 16, measure=None):
     ``measure(segment, depth=...)`` runs the experiment (notebook 06 hands in its own, so that a
     change made there shows here); without one, ``nb06.measure`` does the same experiment."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     from . import nb06
 
@@ -170,14 +171,13 @@ def checkpoint_explorer(depth: int = 16, measure=None):
     def redraw(_=None):
         result = measure(segment=segment.value, depth=depth)
         text.value = f"<pre>checkpoint every {segment.value} block(s): {nb06.describe_run(result, baseline)}</pre>"
-        picture.clear_output(wait=True)
-        with picture:
-            fig, ax = plt.subplots(figsize=(6, 2.8))
+        def draw(ax):
             ax.plot(baseline["timeline"], label="no checkpointing")
             ax.plot(result["timeline"], label=f"segments of {segment.value}")
             ax.set(xlabel="operation (forward, then backward)", ylabel="bytes kept for backward")
             ax.legend(frameon=False, fontsize=8)
-            plt.show()
+
+        _show_figure(picture, (6, 2.8), draw)
 
     segment.observe(redraw, names="value")
     redraw()
@@ -187,7 +187,6 @@ def checkpoint_explorer(depth: int = 16, measure=None):
 def loss_scale_explorer(grads, log2_scale: int = 0, max_log2: int = 30):
     """A loss-scale slider: which share of the gradients ``grads`` underflows (0) or overflows (inf) in fp16."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     from ..amp import cast_report
     from .plots import plot_gradient_ranges
@@ -200,10 +199,7 @@ def loss_scale_explorer(grads, log2_scale: int = 0, max_log2: int = 30):
         r = cast_report(grads, "float16", scale)
         text.value = (f"<pre>loss scale 2^{slider.value} = {scale:,.0f}: in fp16 {r['zero']:.1%} of the gradients "
                       f"become 0, {r['inf']:.1%} overflow to inf, {r['kept']:.1%} survive</pre>")
-        picture.clear_output(wait=True)
-        with picture:
-            plot_gradient_ranges(grads, formats=("float16",), scale=scale)
-            plt.show()
+        _show_figure(picture, (7, 3), lambda ax: plot_gradient_ranges(grads, formats=("float16",), scale=scale, ax=ax))
 
     slider.observe(redraw, names="value")
     redraw()
