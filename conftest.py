@@ -100,6 +100,30 @@ def pytest_collection_modifyitems(items):
         item.haaw_last_cell = True
 
 
+BROWSER_TEST = "test_in_jupyterlab.py"  # the one module whose tests carry the browser mark
+
+
+def _browser_only(config) -> bool:
+    return (config.getoption("markexpr", "") or "").strip() == "browser"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """``pytest -m browser``: one process. Its tests share one JupyterLab and one browser and run one after
+    another, so pytest-xdist's workers would only add their start-up."""
+    if _browser_only(config) and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses, config.option.dist = None, "no"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """``pytest -m browser`` collects only the module that has browser tests, instead of importing every
+    test module and reading every notebook to select none of them (tests/test_suite.py checks that no
+    other module has the mark)."""
+    if _browser_only(config) and collection_path.is_file() and collection_path.name != BROWSER_TEST:
+        return True
+    return None
+
+
 # Modules whose module-scoped fixture is costly (a trained model, a browser, a benchmark run): their
 # tests stay together on one worker, so that the fixture is made once.
 ONE_WORKER_MODULES = ("tests/test_in_jupyterlab.py", "tests/claims/test_claims_nb10.py", "tests/test_benchmarks.py")
