@@ -14,9 +14,9 @@ WIDE = {"description_width": "initial"}  # show a slider's whole name ("temperat
 def _show_figure(picture, figsize, draw) -> None:
     """Replace what the Output widget ``picture`` shows with a new figure, drawn by ``draw(ax)``.
 
-    The figure is made without pyplot, so it is not among pyplot's open figures: ipykernel can handle
-    a slider's message while a cell is running, and the inline backend shows and closes pyplot's open
-    figures when a cell ends. A figure of its own is drawn whole, then shown once, here."""
+    The figure is made without pyplot, so it is not among pyplot's open figures, which the inline
+    backend shows and closes when any cell ends. ipykernel can handle a slider's message while a cell
+    is running, and an explorer drawing through pyplot then once showed a blank picture."""
     from IPython.display import display
     from matplotlib.figure import Figure
 

@@ -146,3 +146,18 @@ def test_the_glossary_quiz_button_reports_a_score():
     dropdowns[0].value = GLOSSARY[0][0]
     find(box, "Button")[0].click()
     assert f"1 of {len(GLOSSARY)} right" in find(box, "HTML")[-1].value
+
+
+def test_an_explorer_s_picture_never_joins_pyplot_s_open_figures():
+    """Its figure is its own: the inline backend shows and closes pyplot's open figures when any cell ends, and
+    ipykernel can run a slider's callback while a cell runs, which once showed an explorer's picture blank."""
+    import matplotlib.pyplot as plt
+
+    from haaw.course.explorers import checkpoint_explorer, gradient_flow_explorer, loss_scale_explorer
+
+    plt.close("all")
+    for box in (tangent_explorer(), gradient_flow_explorer(depth=4), checkpoint_explorer(depth=2),
+                loss_scale_explorer(np.logspace(-8, 2, 50))):
+        slider = (find(box, "FloatSlider") + find(box, "IntSlider"))[0]
+        slider.value = slider.max
+        assert plt.get_fignums() == [], type(slider).__name__
