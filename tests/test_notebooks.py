@@ -6,6 +6,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 
 from haaw.course.exercises import REGISTRY
@@ -48,11 +50,30 @@ def test_each_notebook_is_stored_executed_in_order_without_errors(path):
             assert "Error displaying widget" not in json.dumps(out)
 
 
+# Before each notebook in the shared kernel: a clean namespace, haaw imported afresh, no figure left open.
+FRESH_START = """%reset -f
+import sys
+for _name in [name for name in sys.modules if name == "haaw" or name.startswith("haaw.")]:
+    del sys.modules[_name]
+import matplotlib.pyplot
+matplotlib.pyplot.close("all")"""
+
+
+@pytest.fixture(scope="module")
+def kernel_without_torch():
+    """One kernel for the student-edition runs on this worker, with torch counting as absent. Each notebook
+    starts from FRESH_START instead of a new kernel: that saves the kernel's start and its imports (NumPy,
+    matplotlib) for every notebook, about 2 s each; nbval runs every notebook in a new kernel anyway."""
+    km = AsyncKernelManager(kernel_name="python3")
+    run_sync(km.start_kernel)(env={**os.environ, "HAAW_NO_TORCH": "1"}, cwd=str(NOTEBOOKS[0].parent))
+    yield km
+    run_sync(km.shutdown_kernel)(now=True)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_the_student_edition_runs_without_torch_and_every_exercise_is_untouched(path, monkeypatch):
+def test_the_student_edition_runs_without_torch_and_every_exercise_is_untouched(path, kernel_without_torch):
     """One run checks two things: the course works without PyTorch (every torch cell prints the skip note),
     and the student edition runs top to bottom with solutions switched off and every exercise untouched."""
-    monkeypatch.setenv("HAAW_NO_TORCH", "1")  # the kernel inherits it: torch counts as absent
     original = nbformat.read(path, as_version=4)
     nb = student_notebook(nbformat.read(path, as_version=4))
     first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
@@ -62,7 +83,8 @@ def test_the_student_edition_runs_without_torch_and_every_exercise_is_untouched(
     assert exercises and all(not c.outputs for c in exercises), "exercise outputs cleared"
     key = re.search(r"check\(\s*[\"']([^\"']+)", exercises[0].source).group(1)
     nb.cells.append(nbformat.v4.new_code_cell(f"print(solution({key!r}))"))
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    nb.cells.insert(0, nbformat.v4.new_code_cell(FRESH_START))
+    NotebookClient(nb, km=kernel_without_torch, timeout=120).execute()  # raises at a cell's error
     torch_cells = [c for c in code_cells(nb) if "torch" in c.metadata.get("tags", [])]
     assert torch_cells, "the notebook has torch cross-check cells"
     for cell in torch_cells:
