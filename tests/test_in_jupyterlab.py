@@ -6,8 +6,9 @@ the notebooks (their stored outputs removed) with JupyterLab on loopback, opens 
 one JupyterLab page in Chromium, a few running at a time, and as each one finishes checks what
 is on the screen: no error output, no "Error displaying widget", every explorer reacts when its
 first slider is moved with the keyboard, and in the dark theme every figure keeps its own
-background. Then it closes the tab and its kernel. Screenshots go to ``$HAAW_SCREENSHOTS``
-(default: a temporary folder).
+background. Then it closes the tab and its kernel. Each notebook's dark-theme screenshot goes to
+``$HAAW_SCREENSHOTS`` (default: a temporary folder); with that variable set, so do screenshots of
+its light view and of every explorer once moved.
 
 It needs Debian's ``chromium`` and the ``playwright`` package (never ``playwright install``);
 without them it skips, except in CI (``CI`` set), where a skip would hide a missing install.
@@ -111,7 +112,9 @@ def lab(tmp_path_factory):
     (served / "broken.ipynb").write_text(json.dumps(BROKEN))
     (served / "see-through.ipynb").write_text(json.dumps(SEE_THROUGH))
     home = served / ".home"  # nothing is written into the real $HOME
-    env = dict(os.environ, HOME=str(home))
+    # Torch counts as absent in the kernels (each torch cell prints its skip note): PyTorch's cross-checks print
+    # text that nbval checks cell by cell, and importing torch in every kernel took a third of this test's time.
+    env = dict(os.environ, HOME=str(home), HAAW_NO_TORCH="1")
     for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
                 "MPLCONFIGDIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
         env[var] = str(home / var.lower())
@@ -125,23 +128,31 @@ def lab(tmp_path_factory):
     token = secrets.token_hex(16)
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={served}",
-               "--LabApp.news_url=None", "--LabApp.expose_app_in_browser=True"]
+               "--LabApp.news_url=None", "--LabApp.expose_app_in_browser=True",
+               # server extensions no notebook uses (language servers, terminals, the classic notebook's
+               # shim): without them the server starts in about 2 s instead of 3.5
+               '--ServerApp.jpserver_extensions={"jupyter_lsp": False, "jupyter_server_terminals": False, '
+               '"notebook_shim": False}']  # a Python literal, as traitlets reads it
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     log = open(served / "server.log", "w")
     server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{port}"
+
+    def ready():
+        """Wait until the server answers (the browser starts meanwhile)."""
         deadline = time.monotonic() + 60
         while True:
             try:
                 urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
+                return
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail("JupyterLab did not start:\n" + (served / "server.log").read_text()[-2000:])
-                time.sleep(0.2)
-        yield {"base": base, "token": token, "root": served, "home": home}
+                time.sleep(0.1)
+
+    try:
+        yield {"base": base, "token": token, "root": served, "home": home, "ready": ready}
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the server and the kernels it started
         try:
@@ -173,12 +184,14 @@ def browser(lab):
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory):
+    """Where the screenshots go, and whether to take the light ones too (they cost about 7 s)."""
     folder = Path(os.environ.get("HAAW_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return folder, bool(os.environ.get("HAAW_SCREENSHOTS"))
 
 
-PARALLEL = int(os.environ.get("HAAW_BROWSER_PARALLEL", "3"))  # notebooks running at once, each in its kernel
+PARALLEL = int(os.environ.get("HAAW_BROWSER_PARALLEL", "4"))  # notebooks running at once, each in its kernel
+DARK_BATCH = 3  # inspected notebooks seen in the dark theme together
 # The page's JupyterLab, driven through its own commands: open a notebook as a tab (its kernel starting),
 # run all its cells, and read how far it got. Panels are kept by their id in window.haawPanels.
 OPEN_AND_RUN_JS = """path => {
@@ -187,7 +200,8 @@ OPEN_AND_RUN_JS = """path => {
     (async () => {
         const app = window.jupyterapp;
         await app.restored;
-        run.panel = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+        // opened behind the tab being inspected, which must stay in view
+        run.panel = await app.commands.execute('docmanager:open', {path, factory: 'Notebook', options: {activate: false}});
         run.id = run.panel.id;
         await run.panel.context.ready;
         await run.panel.sessionContext.ready;
@@ -266,6 +280,7 @@ THEME_JS = """async theme => {
 @pytest.fixture(scope="module")
 def app(lab, browser):
     """One JupyterLab page: every notebook is opened in it as a tab, as a learner opens several."""
+    lab["ready"]()
     page = browser.new_page()
     # ?reset: a fresh workspace, so no notebook of an earlier session is restored
     page.goto(f"{lab['base']}/lab?reset&token={lab['token']}", wait_until="commit")
@@ -321,8 +336,8 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
         if widget_failed:
             problems.append(f"{where}: Error displaying widget")
         if has_slider:
-            cell = cells.nth(index).element_handle()  # found once: the loops below read it again and again
-            problems += _move_first_slider(page, cell, cell.query_selector(".jp-OutputArea .noUi-handle"), where,
+            cell = cells.nth(index)
+            problems += _move_first_slider(page, cell, cell.locator(".jp-OutputArea .noUi-handle").first, where,
                                            patience)
             if shots:
                 cell.screenshot(path=str(shots / f"{Path(name).stem}-cell{index:02d}.png"))
@@ -358,29 +373,40 @@ def _done(runs: list) -> list[bool]:
 @pytest.fixture(scope="module")
 def notebook_runs(lab, app, screenshots, request):
     """Every notebook in the one app page, PARALLEL running at a time, longest first, then the two test
-    notebooks; each is inspected, then seen in the dark theme and closed, as soon as it is done, while the
-    others run on: name -> (problems, seconds)."""
+    notebooks. Each is inspected as soon as it is done, while the others run on; every DARK_BATCH inspected
+    ones are seen in the dark theme together (a change of theme restyles the whole page) and closed:
+    name -> (problems, seconds)."""
     results, start = {}, time.monotonic()
+    folder, light_shots = screenshots
     waiting = [f"notebooks/{path.name}" for path in sorted(NOTEBOOKS, key=lambda path: -path.stat().st_size)]
     waiting += ["see-through.ipynb", "broken.ipynb"]  # small: they fill the end, when fewer kernels run
-    running = []
-    while waiting or running:
+    running, inspected = [], []
+    while waiting or running or inspected:
         while waiting and len(running) < PARALLEL:
             running.append(Running(app, waiting.pop(0)))
         ready = [r for r, done in zip(running, _done(running)) if done or time.monotonic() - r.began > 180]
         for r in ready:
             running.remove(r)
             try:  # the broken explorer never reacts: no need to give it 5 s a direction
-                problems = inspect(r, None if r.path == "broken.ipynb" else screenshots,
+                problems = inspect(r, folder if light_shots and r.path != "broken.ipynb" else None,
                                    patience=1 if r.path == "broken.ipynb" else 5)
-                problems += in_dark_theme(r, screenshots)
             except Exception as err:  # noqa: BLE001
                 problems = [f"{r.name}: {type(err).__name__}: {err}"]
+            results[r.name] = (problems, time.monotonic() - r.began)
+            inspected.append(r)
+        if len(inspected) >= DARK_BATCH or (inspected and not waiting and not running):
+            try:
+                for r in inspected:
+                    try:
+                        results[r.name][0].extend(in_dark_theme(r, folder))
+                    except Exception as err:  # noqa: BLE001
+                        results[r.name][0].append(f"{r.name}, dark theme: {type(err).__name__}: {err}")
             finally:
                 app.evaluate(THEME_JS, "JupyterLab Light")
-            results[r.name] = (problems, time.monotonic() - r.began)
-            r.close()  # fewer open tabs, less for the page to restyle and draw
-        if not ready:
+            for r in inspected:
+                r.close()  # fewer open tabs, less for the page to restyle and draw
+            inspected = []
+        elif not ready:
             app.wait_for_timeout(300)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
@@ -389,7 +415,7 @@ def notebook_runs(lab, app, screenshots, request):
             reporter.write_line("")
             reporter.write_line(f"browser test: {len(results)} notebooks (two of them the test's own) in "
                                 f"{time.monotonic() - start:.0f} s, {PARALLEL} running at a time in one page; "
-                                f"screenshots in {screenshots}")
+                                f"screenshots in {folder}")
             reporter.write_line("  seconds from opening to inspected: " + ", ".join(
                 f"{name[:2]} {seconds:.0f}" for name, (_, seconds) in sorted(results.items())))
     return results
@@ -401,9 +427,11 @@ def type_into_cell(page, cell, source: str) -> str:
     editor = cell.locator(".cm-content")
     editor.scroll_into_view_if_needed()
     editor.click()
-    page.keyboard.press("Control+A")
+    # each key pressed on the editor itself (focused first): a tab opening meanwhile cannot take the keys
+    editor.press("Control+A")
+    editor.focus()
     page.keyboard.insert_text(source)  # typed text, without the editor's auto-indent and auto-brackets
-    page.keyboard.press("Shift+Enter")
+    editor.press("Shift+Enter")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         prompt = cell.locator(".jp-InputPrompt").inner_text()
@@ -432,10 +460,9 @@ def exercise_round_trip(page, cells, name: str) -> list[str]:
 def _move_first_slider(page, cell, handle, where, patience: float = 5) -> list[str]:
     handle.scroll_into_view_if_needed()
     before = cell.evaluate(EXPLORER_VIEW_JS)
-    handle.focus()
     for keys in (["ArrowRight"] * 3, ["ArrowLeft"] * 6):  # left too, in case it starts at its maximum
         for key in keys:
-            page.keyboard.press(key)
+            handle.press(key)  # focuses the handle first: a tab opening meanwhile cannot take the keys
         deadline = time.monotonic() + patience
         while time.monotonic() < deadline:
             now = cell.evaluate(EXPLORER_VIEW_JS)
