@@ -119,6 +119,7 @@ def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
         factor = (norms[0] / norms[-1]) ** (1 / max(len(norms) - 1, 1))
         text.value = (f"<pre>first layer / last layer: {norms[0] / norms[-1]:.3g}   "
                       f"average factor per layer: {factor:.3f}</pre>")
+
         def draw(ax):
             plot_gradient_norms({"this setting": norms}, ax=ax)
             ax.set_ylim(min(1e-4, norms.min() / 2), max(1e4, norms.max() * 2))
@@ -171,6 +172,7 @@ def checkpoint_explorer(depth: int = 16, measure=None):
     def redraw(_=None):
         result = measure(segment=segment.value, depth=depth)
         text.value = f"<pre>checkpoint every {segment.value} block(s): {nb06.describe_run(result, baseline)}</pre>"
+
         def draw(ax):
             ax.plot(baseline["timeline"], label="no checkpointing")
             ax.plot(result["timeline"], label=f"segments of {segment.value}")
