@@ -338,7 +338,7 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
         if has_slider:
             cell = cells.nth(index)
             problems += _move_first_slider(page, cell, cell.locator(".jp-OutputArea .noUi-handle").first, where,
-                                           patience)
+                                           patience, settle=shots is not None)
             if shots:
                 cell.screenshot(path=str(shots / f"{Path(name).stem}-cell{index:02d}.png"))
     if name == TYPED_EXERCISE["notebook"]:
@@ -457,7 +457,7 @@ def exercise_round_trip(page, cells, name: str) -> list[str]:
     return problems
 
 
-def _move_first_slider(page, cell, handle, where, patience: float = 5) -> list[str]:
+def _move_first_slider(page, cell, handle, where, patience: float = 5, settle: bool = False) -> list[str]:
     handle.scroll_into_view_if_needed()
     before = cell.evaluate(EXPLORER_VIEW_JS)
     for keys in (["ArrowRight"] * 3, ["ArrowLeft"] * 6):  # left too, in case it starts at its maximum
@@ -467,7 +467,8 @@ def _move_first_slider(page, cell, handle, where, patience: float = 5) -> list[s
         while time.monotonic() < deadline:
             now = cell.evaluate(EXPLORER_VIEW_JS)
             if now != before:
-                _settle(page, cell, now)  # let the last redraw land before a screenshot is taken
+                if settle:
+                    _settle(page, cell, now)  # let the last redraw land before a screenshot is taken
                 return []
             page.wait_for_timeout(100)
     return [f"{where}: moving the explorer's first slider did not change what it shows"]
