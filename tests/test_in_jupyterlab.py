@@ -323,7 +323,8 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
     """Once every cell has run: the errors shown, every explorer tried (given ``patience`` seconds to react to
     a move), the exercise typed into."""
     page, name, problems = running.page, running.name, []
-    running.state()  # raises if it could not be opened
+    if not running.state()["sent"]:  # (state() raises if it could not be opened at all)
+        return [f"{name}: its kernel was not ready to run the cells within 180 s"]
     running.activate()
     state = running.state()
     if state["ran"] < state["total"]:
