@@ -193,7 +193,7 @@ def screenshots(tmp_path_factory):
 PARALLEL = int(os.environ.get("HAAW_BROWSER_PARALLEL", "4"))  # notebooks running at once, each in its kernel
 DARK_BATCH = 3  # inspected notebooks seen in the dark theme together
 # The page's JupyterLab, driven through its own commands: open a notebook as a tab (its kernel starting),
-# run all its cells, and read how far it got. Panels are kept by their id in window.haawPanels.
+# run all its cells, and read how far it got. Each run is kept by its path in window.haawRuns.
 OPEN_AND_RUN_JS = """path => {
     const run = {id: null, panel: null, sent: false, error: null};
     (window.haawRuns = window.haawRuns || {})[path] = run;
@@ -201,12 +201,14 @@ OPEN_AND_RUN_JS = """path => {
         const app = window.jupyterapp;
         await app.restored;
         // opened behind the tab being inspected, which must stay in view
-        run.panel = await app.commands.execute('docmanager:open', {path, factory: 'Notebook', options: {activate: false}});
+        run.panel = await app.commands.execute('docmanager:open',
+                                               {path, factory: 'Notebook', options: {activate: false}});
         run.id = run.panel.id;
         await run.panel.context.ready;
         await run.panel.sessionContext.ready;
         while (run.panel.sessionContext.session?.kernel?.status !== 'idle') {
-            await new Promise(resolve => setTimeout(resolve, 100));  // a run-all sent before the kernel is idle is dropped
+            // a run-all sent before the kernel is idle is dropped
+            await new Promise(resolve => setTimeout(resolve, 100));
         }
         app.commands.execute('notebook:run-all-cells', {widgetId: run.id, activate: false});
         run.sent = true;
@@ -216,7 +218,8 @@ STATES_JS = """paths => paths.map(path => {
     const run = window.haawRuns[path];
     if (!run.sent) return {id: run.id, sent: false, error: run.error};
     const cells = run.panel.content.widgets.filter(cell => cell.model.type === 'code');
-    const outputs = cells.flatMap(cell => Array.from({length: cell.model.outputs.length}, (_, i) => cell.model.outputs.get(i)));
+    const outputs = cells.flatMap(cell => Array.from({length: cell.model.outputs.length},
+                                                     (_, i) => cell.model.outputs.get(i)));
     return {id: run.id, sent: true, error: run.error, total: cells.length,
             ran: cells.filter(cell => cell.model.executionCount !== null).length,
             failed: outputs.some(output => output.type === 'error'),
@@ -228,13 +231,16 @@ ACTIVATE_JS = """async id => {
         await new Promise(resolve => setTimeout(resolve, 50));
     }
     // every widget an output holds has been drawn, or has failed to be
-    const views = [...node.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.widget-view+json"]')];
-    for (let i = 0; i < 300 && !views.every(v => v.querySelector('.jupyter-widgets') || v.textContent.includes('Error displaying widget')); i++) {
+    const views = [...node.querySelectorAll(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.widget-view+json"]')];
+    const drawn = v => v.querySelector('.jupyter-widgets') || v.textContent.includes('Error displaying widget');
+    for (let i = 0; i < 300 && !views.every(drawn); i++) {
         await new Promise(resolve => setTimeout(resolve, 100));
     }
     }"""
 CLOSE_JS = """async path => {
     const run = window.haawRuns[path];
+    if (!run.panel) return;  // it never opened
     await run.panel.sessionContext.shutdown();  // its kernel stopped, its memory given back
     run.panel.dispose();  // closed without asking to save: the served copy is thrown away
     }"""
@@ -295,10 +301,15 @@ def states(runs: list) -> list[dict]:
     """How far each of ``runs`` has got, read in one round trip."""
     found = runs[0].page.evaluate(STATES_JS, [r.path for r in runs]) if runs else []
     for run, state in zip(runs, found):
-        if state["error"]:
-            raise AssertionError(f"{run.name}: JupyterLab could not open and run it: {state['error']}")
         run.id = state["id"]
     return found
+
+
+def _finished(state: dict) -> bool:
+    """It could not be opened, or every cell has run (or one failed, and the rest will not) and the kernel is
+    idle."""
+    return bool(state["error"]) or (state["sent"] and state["idle"]
+                                    and (state["ran"] == state["total"] or state["failed"]))
 
 
 class Running:
@@ -322,11 +333,12 @@ class Running:
 def inspect(running: Running, shots: Path | None = None, patience: float = 5) -> list[str]:
     """Once every cell has run: the errors shown, every explorer tried (given ``patience`` seconds to react to
     a move), the exercise typed into."""
-    page, name, problems = running.page, running.name, []
-    if not running.state()["sent"]:  # (state() raises if it could not be opened at all)
+    page, name, problems, state = running.page, running.name, [], running.state()
+    if state["error"]:
+        return [f"{name}: JupyterLab could not open and run it: {state['error']}"]
+    if not state["sent"]:
         return [f"{name}: its kernel was not ready to run the cells within 180 s"]
     running.activate()
-    state = running.state()
     if state["ran"] < state["total"]:
         problems.append(f"{name}: only {state['ran']} of its {state['total']} code cells ran")
     cells = page.locator(f'[id="{running.id}"] .jp-Notebook .jp-Cell')
@@ -359,18 +371,6 @@ def in_dark_theme(running: Running, shots: Path | None = None) -> list[str]:
     return [f"{running.name}, dark theme: {problem}" for problem in running.page.evaluate(SEE_THROUGH_JS, running.id)]
 
 
-def _finished(state: dict) -> bool:
-    """Every cell has run (or one failed, and the rest will not), and the kernel is idle."""
-    return state["sent"] and state["idle"] and (state["ran"] == state["total"] or state["failed"])
-
-
-def _done(runs: list) -> list[bool]:
-    try:
-        return [_finished(state) for state in states(runs)]
-    except AssertionError:  # one could not be opened: inspect says which
-        return [True] * len(runs)
-
-
 @pytest.fixture(scope="module")
 def notebook_runs(lab, app, screenshots, request):
     """Every notebook in the one app page, PARALLEL running at a time, longest first, then the two test
@@ -385,7 +385,8 @@ def notebook_runs(lab, app, screenshots, request):
     while waiting or running or inspected:
         while waiting and len(running) < PARALLEL:
             running.append(Running(app, waiting.pop(0)))
-        ready = [r for r, done in zip(running, _done(running)) if done or time.monotonic() - r.began > 180]
+        ready = [r for r, state in zip(running, states(running))
+                 if _finished(state) or time.monotonic() - r.began > 180]
         for r in ready:
             running.remove(r)
             try:  # the broken explorer never reacts: no need to give it 5 s a direction
