@@ -147,7 +147,8 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
 
     def redraw(_=None):
         text.value = "<pre>" + describe_attention_row(dims.value, scaled.value, temp.value) + "</pre>"
-        _show_figure(picture, (6, 2.6), lambda ax: plot_attention_row(dims.value, scaled.value, temp.value, ax=ax))
+        _show_figure(picture, (6, 2.6),
+                     lambda ax: plot_attention_row(dims.value, scaled.value, temp.value, ax=ax))
 
     for w in (dims, temp, scaled):
         w.observe(redraw, names="value")

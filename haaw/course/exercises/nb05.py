@@ -160,8 +160,8 @@ def _attention_cases():
 
 def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mask_used=True):
     def wrong(Q, K, V, mask, G):
-        root = Q.shape[-1] ** -0.5
-        S = Q @ np.swapaxes(K, -1, -2) * root
+        one_over_root_d = Q.shape[-1] ** -0.5
+        S = Q @ np.swapaxes(K, -1, -2) * one_over_root_d
         if mask is not None and mask_used:
             S = np.where(mask, S, -np.inf)
         top = np.max(S, axis=-1, keepdims=True)
@@ -171,7 +171,7 @@ def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mas
         dV = (P if dv_transposed else np.swapaxes(P, -1, -2)) @ G
         dP = G @ np.swapaxes(V, -1, -2)
         dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
-        k = root if scale else 1.0
+        k = one_over_root_d if scale else 1.0
         dQ = dS @ K * k
         dK = (dS if dk_transposed else np.swapaxes(dS, -1, -2)) @ Q * k
         return dQ, dK, dV
