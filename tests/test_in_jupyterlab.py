@@ -1,14 +1,16 @@
 """Every notebook as a learner meets it: in JupyterLab, in a real (headless) browser.
 
 nbval runs cells in a bare kernel; it cannot see a widget that fails to render, a slider
-whose callback raises, or a figure that never appears. This test serves a temporary copy of
-the notebooks (their stored outputs removed) with JupyterLab on loopback, opens them as tabs of
-one JupyterLab page in Chromium, a few running at a time, and as each one finishes checks what
-is on the screen: no error output, no "Error displaying widget", every explorer reacts when its
-first slider is moved with the keyboard, and in the dark theme every figure keeps its own
-background. Then it closes the tab and its kernel. Each notebook's dark-theme screenshot goes to
-``$HAAW_SCREENSHOTS`` (default: a temporary folder); with that variable set, so do screenshots of
-its light view and of every explorer once moved.
+whose callback raises, or a figure that never appears. This test serves the student edition of
+the notebooks (solutions off, and no stored output at all) with JupyterLab on loopback, as if
+PyTorch were not installed, opens them as tabs of one JupyterLab page in Chromium, a few running
+at a time, and as each one finishes checks what is on the screen: no error output, no "Error
+displaying widget", every PyTorch cross-check saying it was skipped, every exercise saying it was
+not attempted, a solution refused, every explorer reacting when its first slider is moved with
+the keyboard, and in the dark theme every figure keeping its own background. Then it closes the
+tab and its kernel. Each notebook's dark-theme screenshot goes to ``$HAAW_SCREENSHOTS`` (default:
+a temporary folder); with that variable set, so do screenshots of its light view and of every
+explorer once moved.
 
 It needs Debian's ``chromium`` and the ``playwright`` package (never ``playwright install``);
 without them it skips, except in CI (``CI`` set), where a skip would hide a missing install.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -27,7 +30,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
+
+from haaw.course.editions import EXERCISE, student_notebook
+from haaw.tools.crosscheck import SKIP_NOTE
 
 pytestmark = pytest.mark.browser
 
@@ -83,6 +90,17 @@ SEE_THROUGH = {"cells": [{"cell_type": "code", "execution_count": None, "id": "s
     "metadata": BROKEN["metadata"], "nbformat": 4, "nbformat_minor": 5}
 
 
+# The last cell of every served notebook: it asks for an exercise's solution, which the student edition refuses.
+SOLUTION_PROBE = "print(solution({key!r}))"
+EXERCISE_KEY = re.compile(EXERCISE.pattern + r"([^\"']+)")  # check("key", ...): the key
+
+
+def first_exercise(nb) -> str:
+    """The key of the notebook's first exercise."""
+    return next(match.group(1) for match in (EXERCISE_KEY.search(c.source) for c in nb.cells
+                                             if c.cell_type == "code") if match)
+
+
 def _missing() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
@@ -103,17 +121,19 @@ def lab(tmp_path_factory):
         pytest.skip(f"browser test skipped: {missing}")
     served = tmp_path_factory.mktemp("lab")
     (served / "notebooks").mkdir()
-    for path in NOTEBOOKS:  # without their stored outputs: everything on the screen comes from this run
-        nb = json.loads(path.read_text())
-        for cell in nb["cells"]:
-            if cell["cell_type"] == "code":
-                cell["outputs"], cell["execution_count"] = [], None
-        (served / "notebooks" / path.name).write_text(json.dumps(nb))
+    for path in NOTEBOOKS:  # the student edition, without any stored output: all that is seen comes from this run
+        nb = student_notebook(nbformat.read(path, as_version=4))
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        nb.cells.append(nbformat.v4.new_code_cell(SOLUTION_PROBE.format(key=first_exercise(nb))))
+        nbformat.write(nb, served / "notebooks" / path.name)
     (served / "broken.ipynb").write_text(json.dumps(BROKEN))
     (served / "see-through.ipynb").write_text(json.dumps(SEE_THROUGH))
     home = served / ".home"  # nothing is written into the real $HOME
-    # Torch counts as absent in the kernels (each torch cell prints its skip note): PyTorch's cross-checks print
-    # text that nbval checks cell by cell, and importing torch in every kernel took a third of this test's time.
+    # Torch counts as absent in the kernels (each torch cell prints its skip note): this is the course's run
+    # without PyTorch. With it, the cross-checks only print text that nbval already checks cell by cell, and
+    # importing torch in every kernel took a third of this test's time.
     env = dict(os.environ, HOME=str(home), HAAW_NO_TORCH="1")
     for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
                 "MPLCONFIGDIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
@@ -244,6 +264,12 @@ CLOSE_JS = """async path => {
     await run.panel.sessionContext.shutdown();  // its kernel stopped, its memory given back
     run.panel.dispose();  // closed without asking to save: the served copy is thrown away
     }"""
+# Every code cell as the notebook's model holds it: its source, its tags, the text its outputs printed.
+CODE_CELLS_JS = """path => window.haawRuns[path].panel.content.widgets
+    .filter(cell => cell.model.type === 'code')
+    .map(cell => ({source: cell.model.sharedModel.getSource(), tags: cell.model.getMetadata('tags') || [],
+                   printed: cell.model.outputs.toJSON().map(output =>
+                       [].concat(output.text || [], (output.data || {})['text/plain'] || []).join('')).join('')}))"""
 CELLS_JS = """id => [...document.getElementById(id).querySelectorAll('.jp-Notebook .jp-Cell')]
     .map((cell, i) => [i,
         [...cell.querySelectorAll('.jp-OutputArea [data-mime-type="application/vnd.jupyter.stderr"]')]
@@ -341,6 +367,8 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
     running.activate()
     if state["ran"] < state["total"]:
         problems.append(f"{name}: only {state['ran']} of its {state['total']} code cells ran")
+    if running.path.startswith("notebooks/"):  # before a cell is typed into
+        problems += student_edition_problems(name, page.evaluate(CODE_CELLS_JS, running.path))
     cells = page.locator(f'[id="{running.id}"] .jp-Notebook .jp-Cell')
     # every cell read in one round trip: its error outputs, a widget that failed, whether it has a slider
     for index, errors, widget_failed, has_slider in page.evaluate(CELLS_JS, running.id):
@@ -358,6 +386,24 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
         problems += exercise_round_trip(page, cells, name)
     if shots:
         page.screenshot(path=str(shots / f"{Path(name).stem}.png"))
+    return problems
+
+
+def student_edition_problems(name: str, cells: list[dict]) -> list[str]:
+    """The student edition, run where torch counts as absent: every PyTorch cross-check prints the skip note,
+    every exercise says it was not attempted, and the solution the last cell asks for is refused."""
+    problems = []
+    torch_cells = [c for c in cells if "torch" in c["tags"]]
+    if not torch_cells:
+        problems.append(f"{name}: no cell is tagged torch; the PyTorch cross-checks were not found")
+    problems += [f"{name}: a torch cell printed {c['printed'][:300]!r}, not the note that PyTorch is skipped"
+                 for c in torch_cells if c["printed"].strip() != SKIP_NOTE]
+    exercises = [c for c in cells[:-1] if EXERCISE.search(c["source"])]
+    problems += [f"{name}: an exercise shows {c['printed'][:300]!r}, not \"Not attempted yet\"; its cell: "
+                 f"{c['source'][:200]!r}" for c in exercises if "Not attempted yet" not in c["printed"]]
+    if not cells or "Solutions are switched off" not in cells[-1]["printed"]:
+        shown = cells[-1]["printed"][:300] if cells else ""
+        problems.append(f"{name}: the student edition gave a solution; it printed {shown!r}")
     return problems
 
 
