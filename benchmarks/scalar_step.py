@@ -127,13 +127,14 @@ def timed_step(model, make_value, points, labels):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=21, help="timed steps per engine")
-    parser.add_argument("--quick", action="store_true", help="1 rep, no warm-up (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="1 rep, no warm-up, 16 points (a smoke test)")
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, got {args.reps}")
     warmup, reps = (0, 1) if args.quick else (3, args.reps)
+    n_points = 16 if args.quick else N_POINTS
 
-    points, labels = half_moons(N_POINTS)
+    points, labels = half_moons(n_points)
     ours = MLP(SIZES, seed=1)
     engines = {"haaw": (ours, Value)}
     if MicroMLP is not None:  # same structure, then our initial weights copied in
@@ -143,7 +144,7 @@ def main(argv=None):
         engines["micrograd"] = (theirs, MicroValue)
 
     print(f"Python {platform.python_version()}, MLP({SIZES[0]}, {SIZES[1:]}), "
-          f"{len(ours.parameters())} parameters, {N_POINTS} points, "
+          f"{len(ours.parameters())} parameters, {n_points} points, "
           f"{reps} reps after {warmup} warm-up")
     first = {name: train_step(m, v, points, labels) for name, (m, v) in engines.items()}
     if "micrograd" in first:
