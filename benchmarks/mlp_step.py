@@ -114,11 +114,11 @@ def median_ms(steps: dict, reps: int, warmup: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--quick", action="store_true", help="2 reps after 1 warm-up, for a smoke test")
+    parser.add_argument("--quick", action="store_true", help="1 rep, no warm-up (a smoke test)")
     parser.add_argument("--tensor-only", action="store_true", help="leave out the scalar section")
     parser.add_argument("--threads", type=int, default=1, help="BLAS and torch threads (default 1)")
     args = parser.parse_args(argv)
-    reps, warmup = (2, 1) if args.quick else (args.reps, 5)
+    reps, warmup = (1, 0) if args.quick else (args.reps, 5)
     try:
         import torch
     except ImportError:
