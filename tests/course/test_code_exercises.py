@@ -1,5 +1,12 @@
 """Every code exercise: its reference passes, each named mistake is diagnosed by name, and no input
 (code that raises, loops, recurses or returns garbage) makes a checker raise."""
+import _thread
+import contextlib
+import signal
+import sys
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -51,7 +58,8 @@ def recurses(*args):
 def swallows_everything(*args):  # a learner's `except Exception` must not swallow the time limit
     while True:
         try:
-            pass
+            while True:  # the limit strikes here, inside the try
+                pass
         except Exception:
             pass
 
@@ -239,3 +247,149 @@ def test_a_float32_answer_is_held_to_float32_s_tolerance_even_where_the_referenc
                         lambda y, G: reference(y.astype(np.float64), G.astype(np.float64)) * (1 + 1e-5)
                         if y.dtype == np.float32 else reference(y, G))
     assert check("04-tanh-backward", nb04.tanh_backward).status == CORRECT
+
+
+# --- the time limit: stops an endless loop on any thread, without signals, and leaves nothing behind --
+@contextlib.contextmanager
+def fails_rather_than_hangs(seconds=10.0):
+    """A test of the time limit fails, instead of hanging the suite, when nothing stops the loop."""
+    guard = threading.Timer(seconds, _thread.interrupt_main)
+    guard.daemon = True
+    guard.start()
+    try:
+        yield
+    except KeyboardInterrupt:
+        pytest.fail(f"still running after {seconds:g} s: nothing stopped the endless loop")
+    finally:
+        guard.cancel()
+
+
+def test_an_endless_loop_is_stopped_soon_after_the_limit_and_named_as_too_slow(monkeypatch):
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.3)
+    start = time.perf_counter()
+    with fails_rather_than_hangs():
+        feedback = check("04-tanh-backward", loops)
+    took = time.perf_counter() - start
+    assert feedback.status == WRONG and "loops took longer than 0.3 s" in feedback.message, feedback.message
+    assert "was stopped" in feedback.message and 0.3 <= took < 3
+
+
+def test_an_endless_loop_is_stopped_off_the_main_thread_too(monkeypatch):
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.3)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(check("04-tanh-backward", loops)), daemon=True)
+    worker.start()
+    worker.join(10)  # a daemon thread: if nothing stops it, the test fails and the loop dies with the process
+    assert not worker.is_alive(), "check never returned: nothing stopped the loop off the main thread"
+    assert results[0].status == WRONG and "was stopped" in results[0].message
+
+
+def test_the_time_limit_needs_no_signals_as_on_windows(monkeypatch):
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.3)
+    monkeypatch.delattr(signal, "setitimer")
+    monkeypatch.delattr(signal, "SIGALRM")
+    with fails_rather_than_hangs():
+        feedback = check("04-tanh-backward", loops)
+    assert feedback.status == WRONG and "was stopped" in feedback.message
+
+
+def test_a_learner_s_except_exception_inside_the_loop_cannot_swallow_the_time_limit(monkeypatch):
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.3)
+    with fails_rather_than_hangs():
+        feedback = check("04-tanh-backward", swallows_everything)
+    assert feedback.status == WRONG and "swallows_everything took longer than 0.3 s" in feedback.message
+
+
+def test_a_function_that_passes_in_time_leaves_no_time_out_behind(monkeypatch):
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.3)
+    assert check("04-tanh-backward", REGISTRY["04-tanh-backward"].reference).status == CORRECT
+    try:
+        for _ in range(60):  # twice the limit, running Python between the sleeps, where a stray one would land
+            time.sleep(0.01)
+    except code_module._TooSlow:
+        pytest.fail("the time limit struck after check had returned")
+
+
+def test_many_blocks_that_end_as_their_limit_is_up_leave_no_time_out_behind():
+    # blocks that end just as their limit is up, many times over: the watchdog often raises while the block
+    # is on its way out, and what it raised must never arrive after the block has ended
+    stray = 0
+    for _ in range(300):
+        limit = code_module._TimeLimit(0.002)
+        try:
+            with limit:
+                end = time.perf_counter() + 0.002
+                while time.perf_counter() < end:
+                    pass
+        except code_module._TooSlow:
+            pass
+        try:
+            for _ in range(200):  # Python code after the block, where a stray time-out would land
+                pass
+        except code_module._TooSlow:
+            stray += 1
+    assert stray == 0
+
+
+def test_a_time_out_raised_while_the_block_is_leaving_is_taken_back(monkeypatch):
+    # the watchdog raises while this thread waits for the limit's lock on its way out of the block: the
+    # exception is set but not delivered when the block has ended, and must be taken back
+    real, me = code_module._set_async_exc, threading.get_ident()
+    exiting = code_module._TimeLimit.__exit__.__code__
+
+    def once_this_thread_is_leaving(thread, exc):  # the watchdog's call, made while it holds the lock
+        deadline = time.monotonic() + 5
+        while sys._current_frames()[me].f_code is not exiting and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.05)  # now waiting for the lock
+        code_module._set_async_exc = real  # so that the way out calls the real one, in C, with nothing in between
+        return real(thread, exc)
+
+    monkeypatch.setattr(code_module, "_set_async_exc", once_this_thread_is_leaving)
+    limit = code_module._TimeLimit(0.05)
+    try:
+        with limit:
+            time.sleep(0.3)  # one C call: the limit passes during it, and the watchdog waits
+        for _ in range(30):
+            time.sleep(0.01)
+    except code_module._TooSlow:
+        pytest.fail("a time-out that fired as the block ended was raised after it")
+    assert limit._fired
+
+
+def test_a_time_out_dropped_by_a_finaliser_is_raised_again():
+    """An exception that lands in a __del__ is printed and dropped: one delivery alone would leave the loop running."""
+    class Eats:
+        def __del__(self):  # swallows whatever arrives while it runs, as a finaliser does
+            try:
+                end = time.perf_counter() + 0.2
+                while time.perf_counter() < end:
+                    pass
+            except BaseException:
+                pass
+
+    limit = code_module._TimeLimit(0.05)
+    with fails_rather_than_hangs(), pytest.raises(limit.expired):
+        with limit:
+            Eats()  # the first delivery arrives inside its __del__ and is eaten there
+            loops()
+
+
+def test_a_limit_inside_another_stops_its_own_block_and_lets_the_enclosing_one_s_time_out_through():
+    outer, inner = code_module._TimeLimit(0.6), code_module._TimeLimit(0.1)
+    with fails_rather_than_hangs(), pytest.raises(outer.expired):
+        with outer:
+            with pytest.raises(inner.expired):  # the inner limit is up first: its own except stops it
+                with inner:
+                    loops()
+            loops()  # the outer limit still stops what follows
+    outer, inner = code_module._TimeLimit(0.1), code_module._TimeLimit(0.6)
+    with fails_rather_than_hangs(), pytest.raises(outer.expired):
+        with outer:
+            try:
+                with inner:
+                    loops()
+            except inner.expired:
+                pytest.fail("the enclosing limit's time-out was taken for the inner one's")
+    inner._timer.join(1)  # and the inner limit, left by the outer's time-out, never fires
+    assert not inner._timer.is_alive() and not inner._fired

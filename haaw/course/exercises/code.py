@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import ctypes
 import inspect
 import linecache
 import os
-import signal
 import textwrap
 import threading
 import traceback
@@ -88,26 +88,65 @@ def passed(key: str, fn=None) -> bool:
 
 # --- running learner code safely ------------------------------------------------------------------
 class _TooSlow(BaseException):
-    """Raised by the alarm; a BaseException, so that a learner's ``except Exception`` cannot swallow it."""
+    """Raised by the time limit; a BaseException, so that a learner's ``except Exception`` cannot swallow it."""
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:  # no alarm outside the main thread or on Windows: run without a limit
-        yield
-        return
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc  # (thread id, exception class or None) -> threads hit
 
-    def on_alarm(signum, frame):
-        raise _TooSlow()
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+class _TimeLimit:
+    """``with limit:`` raises ``limit.expired`` (a ``_TooSlow``) in this thread once ``seconds`` have passed.
+
+    A watchdog thread raises it inside the thread running the block, with CPython's
+    PyThreadState_SetAsyncExc: unlike SIGALRM this works off the main thread (where a kernel may run
+    code) and on Windows. An asynchronous exception is delivered between bytecodes, so a loop in Python
+    code is stopped; a single long C call (one huge NumPy operation) is stopped only when it returns.
+    One delivery is not always enough: an exception that lands in a finaliser (a ``__del__``, a weakref
+    callback) is reported and dropped there, so the watchdog raises it again every 0.1 s until the block
+    has ended. Each limit raises its own subclass, so that an enclosing limit's time-out passes through
+    ``except inner.expired`` to the ``except`` of the limit whose time is up.
+    """
+
+    AGAIN = 0.1  # seconds between two deliveries, once the time is up
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = type("_TooSlow", (_TooSlow,), {"__doc__": _TooSlow.__doc__})
+        self._lock = threading.Lock()  # the watchdog raises only while the block runs, checked under the lock
+        self._running = self._fired = False
+        self._timer = None
+
+    def _arm(self, delay: float):
+        self._timer = threading.Timer(delay, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self):
+        with self._lock:
+            if self._running:
+                hit = _set_async_exc(self._thread, ctypes.py_object(self.expired))
+                if hit > 1:  # more than one thread: undo (it cannot happen for a live thread's own id)
+                    _set_async_exc(self._thread, None)
+                self._fired = self._fired or hit == 1
+                self._arm(self.AGAIN)
+
+    def __enter__(self):
+        self._thread = ctypes.c_ulong(threading.get_ident())
+        with self._lock:
+            self._running = True
+            self._arm(self.seconds)
+        return self
+
+    def __exit__(self, kind, err, tb):
+        # Once the lock is taken the watchdog raises nothing more; one it raised that has not arrived yet is
+        # taken back, so that none can surface later in unrelated code. (Taking back also drops an enclosing
+        # limit's pending one, if any: that limit raises its own again 0.1 s later.)
+        with self._lock:
+            self._running = False
+            if self._fired:
+                _set_async_exc(self._thread, None)
+            self._timer.cancel()
+        return False
 
 
 def _copies(args):
@@ -265,10 +304,11 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
                                        f"\nThe task: {ex.question}")
     run = ex.run or (lambda f, *args: f(*_copies(args)))
     cases = ex.cases()
+    limit = _TimeLimit(TIME_LIMIT)
     try:
-        with _time_limit(TIME_LIMIT):
+        with limit:
             verdict = _battery(ex, fn, name, run, cases)
-    except _TooSlow:
+    except limit.expired:  # this check's own time-out; an enclosing check's passes on to that check
         verdict = _Verdict(WRONG, f"{name} took longer than {TIME_LIMIT:g} s for its {len(cases)} cases and was "
                                   "stopped: " + (ex.too_slow or "look for a loop that never ends (or one over every "
                                                  "entry where one NumPy operation would do)."))
