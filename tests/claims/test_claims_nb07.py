@@ -264,7 +264,7 @@ def test_07_the_table_the_notebook_prints_is_what_an_independent_run_gives():
         r = runs[name]
         assert start == pytest.approx(r["losses"][0], abs=1e-5) and end == pytest.approx(r["losses"][-1], abs=3e-5)
         assert share == pytest.approx(100 * _drop(r) / _drop(runs["fp32"]), abs=2)
-        assert zero == pytest.approx(100 * r["zero"], abs=0.5) and lost == pytest.approx(100 * r["lost"], abs=1)
+        assert zero == pytest.approx(100 * r["zero"], abs=1) and lost == pytest.approx(100 * r["lost"], abs=1)
         assert skipped == r["skipped"]
 
 
