@@ -5,10 +5,14 @@
   themselves do for a learner without torch.
 - While nbval runs a notebook, its kernel's memory, with every process the kernel starts, is sampled;
   the notebook's last cell fails if the peak passed 1 GiB, the memory a Binder session is guaranteed.
-  The peaks are listed at the end of the run.
+  The peaks are listed at the end of the run. The budget is Binder's, and Binder installs PyTorch's
+  CPU-only build: where the installed torch is a GPU build (PyPI's default Linux wheel, whose CUDA
+  libraries add about 400 MiB to every kernel that imports torch), the peaks are still listed but
+  the budget is not enforced, and the run says why.
 """
 import importlib.util
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -28,6 +32,25 @@ except ImportError:
     pass
 
 TORCH_MISSING = importlib.util.find_spec("torch") is None
+
+
+def torch_build() -> str:
+    """"cpu", "gpu" or "none", read from torch's own version.py without importing torch (a second of CPU).
+    PyPI's default Linux wheel is a CUDA build (``cuda = '13.0'`` there); PyTorch's CPU index, conda-forge's
+    CPU build and every macOS and Windows wheel say ``cuda = None``."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        return "none"
+    try:
+        text = Path(spec.submodule_search_locations[0], "version.py").read_text()
+    except (OSError, TypeError, IndexError):
+        return "cpu"
+    return "gpu" if re.search(r"^(cuda|hip|rocm|xpu)\b[^=\n]*=\s*['\"]", text, re.MULTILINE) else "cpu"
+
+
+GPU_TORCH_NOTE = ("the installed torch is a GPU (CUDA or ROCm) build, whose libraries add about 400 MiB to every kernel; Binder "
+                   "installs the CPU-only build, which the memory budget is for, so it was not enforced (the README "
+                   "shows how to install the CPU-only build)")
 MEMORY_LIMIT = int(os.environ.get("HAAW_MEMORY_LIMIT_MIB", 1024)) << 20  # what mybinder.org guarantees a user
 
 
@@ -154,7 +177,7 @@ def pytest_runtest_call(item):
     if getattr(item, "haaw_last_cell", False):
         peak = MEMORY.peaks.get(item.path.name, 0)
         MEMORY.notebook = None
-        if peak > MEMORY_LIMIT:
+        if peak > MEMORY_LIMIT and torch_build() != "gpu":
             raise AssertionError(f"{item.path.name}: the kernel and its processes reached {peak / 2**20:.0f} MiB "
                                  f"while the notebook ran, over the {MEMORY_LIMIT / 2**20:.0f} MiB a Binder session "
                                  "is guaranteed")
@@ -175,3 +198,5 @@ def pytest_terminal_summary(terminalreporter):
     if MEMORY.peaks:
         terminalreporter.write_line("notebook memory (kernel and its processes, peak while it ran): " + ", ".join(
             f"{name[:2]} {peak / 2**20:.0f} MiB" for name, peak in sorted(MEMORY.peaks.items())))
+        if torch_build() == "gpu":
+            terminalreporter.write_line("notebook memory: " + GPU_TORCH_NOTE)
