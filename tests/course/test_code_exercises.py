@@ -310,6 +310,37 @@ def test_a_function_that_passes_in_time_leaves_no_time_out_behind(monkeypatch):
         pytest.fail("the time limit struck after check had returned")
 
 
+def test_after_a_time_out_nothing_more_arrives(monkeypatch):
+    # the watchdog raises again every 0.1 s until the block ends: once check has returned it must be silent
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.02)
+    with fails_rather_than_hangs():
+        for _ in range(20):
+            assert "took longer than" in check("04-tanh-backward", loops).message
+    try:
+        end = time.perf_counter() + 0.4  # four times the watchdog's interval, in Python code
+        while time.perf_counter() < end:
+            pass
+    except code_module._TooSlow:
+        pytest.fail("a time-out arrived after check had returned")
+
+
+def test_a_time_out_that_arrives_as_the_block_ends_still_leaves_nothing_behind(monkeypatch):
+    # as if the time-out arrived on the very first instruction of __exit__, so that __exit__ never ran
+    def leave_at_once(self, kind, err, tb):
+        raise self.expired()
+
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.05)
+    monkeypatch.setattr(code_module._TimeLimit, "__exit__", leave_at_once)
+    feedback = check("04-tanh-backward", REGISTRY["04-tanh-backward"].reference)
+    assert "took longer than" in feedback.message  # the time was up as the block ended: reported as such
+    try:
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            pass
+    except code_module._TooSlow:
+        pytest.fail("a time-out arrived after check had returned")
+
+
 def test_many_blocks_that_end_as_their_limit_is_up_leave_no_time_out_behind():
     # blocks that end just as their limit is up, many times over: the watchdog often raises while the block
     # is on its way out, and what it raised must never arrive after the block has ended
@@ -350,10 +381,13 @@ def test_a_time_out_raised_while_the_block_is_leaving_is_taken_back(monkeypatch)
     try:
         with limit:
             time.sleep(0.3)  # one C call: the limit passes during it, and the watchdog waits
+    except limit.expired:
+        pass  # it arrived as the block ended: the block's own time-out, which the time was
+    try:
         for _ in range(30):
             time.sleep(0.01)
     except code_module._TooSlow:
-        pytest.fail("a time-out that fired as the block ended was raised after it")
+        pytest.fail("a time-out that fired as the block ended was raised after the block had ended")
     assert limit._fired
 
 

@@ -17,6 +17,7 @@ import ctypes
 import inspect
 import linecache
 import os
+import sys
 import textwrap
 import threading
 import traceback
@@ -101,13 +102,18 @@ class _TimeLimit:
     PyThreadState_SetAsyncExc: unlike SIGALRM this works off the main thread (where a kernel may run
     code) and on Windows. An asynchronous exception is delivered between bytecodes, so a loop in Python
     code is stopped; a single long C call (one huge NumPy operation) is stopped only when it returns.
-    One delivery is not always enough: an exception that lands in a finaliser (a ``__del__``, a weakref
-    callback) is reported and dropped there, so the watchdog raises it again every 0.1 s until the block
-    has ended. Each limit raises its own subclass, so that an enclosing limit's time-out passes through
-    ``except inner.expired`` to the ``except`` of the limit whose time is up.
+
+    It is raised only while the thread is inside the block and not in this module's own code (the
+    battery, ``check_code``, this class): so it lands in the code being timed, and a block that is
+    already on its way out is never hit, wherever the interpreter looks for pending exceptions (that
+    differs between Python versions). One delivery is not always enough: an exception that lands in a
+    finaliser (a ``__del__``, a weakref callback) is reported and dropped there, so it is raised again
+    every 0.1 s until the block has ended. Each limit raises its own subclass, so that an enclosing
+    limit's time-out passes through ``except inner.expired`` to the limit whose time is up.
     """
 
     AGAIN = 0.1  # seconds between two deliveries, once the time is up
+    WAIT = 0.01  # seconds before looking again, when the thread is in this module's code
 
     def __init__(self, seconds: float):
         self.seconds = seconds
@@ -121,31 +127,54 @@ class _TimeLimit:
         self._timer.daemon = True
         self._timer.start()
 
+    def _in_timed_code(self) -> bool:
+        """Is the thread inside the block (its ``with`` frame on the stack), and not in this module?"""
+        frame = sys._current_frames().get(self._thread)
+        if frame is None or frame.f_code.co_filename == __file__:
+            return False
+        while frame is not None and frame is not self._owner:
+            frame = frame.f_back
+        return frame is not None
+
     def _fire(self):
         with self._lock:
-            if self._running:
-                hit = _set_async_exc(self._thread, ctypes.py_object(self.expired))
-                if hit > 1:  # more than one thread: undo (it cannot happen for a live thread's own id)
-                    _set_async_exc(self._thread, None)
-                self._fired = self._fired or hit == 1
-                self._arm(self.AGAIN)
+            if not self._running:
+                return
+            if not self._in_timed_code():
+                self._arm(self.WAIT)
+                return
+            hit = _set_async_exc(ctypes.c_ulong(self._thread), ctypes.py_object(self.expired))
+            if hit > 1:  # more than one thread: undo (it cannot happen for a live thread's own id)
+                _set_async_exc(ctypes.c_ulong(self._thread), None)
+            self._fired = self._fired or hit == 1
+            self._arm(self.AGAIN)
 
     def __enter__(self):
-        self._thread = ctypes.c_ulong(threading.get_ident())
+        self._thread = threading.get_ident()
+        self._owner = sys._getframe(1)  # the frame that holds the `with`
         with self._lock:
             self._running = True
             self._arm(self.seconds)
         return self
 
-    def __exit__(self, kind, err, tb):
-        # Once the lock is taken the watchdog raises nothing more; one it raised that has not arrived yet is
-        # taken back, so that none can surface later in unrelated code. (Taking back also drops an enclosing
-        # limit's pending one, if any: that limit raises its own again 0.1 s later.)
+    def stop(self):
+        """Stop the watchdog; take back what it raised that has not arrived yet. Safe to call twice."""
         with self._lock:
             self._running = False
             if self._fired:
-                _set_async_exc(self._thread, None)
+                _set_async_exc(ctypes.c_ulong(self._thread), None)
             self._timer.cancel()
+        self._owner = None  # no frame kept alive
+
+    def __exit__(self, kind, err, tb):
+        # The watchdog raises nothing while this module's code runs, so at most one time-out, raised just
+        # before the block ended, can arrive in here; then the time was up after all, and it is the block's.
+        try:
+            self.stop()
+        except self.expired:
+            self.stop()
+            if kind is None:
+                raise
         return False
 
 
@@ -309,6 +338,7 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
         with limit:
             verdict = _battery(ex, fn, name, run, cases)
     except limit.expired:  # this check's own time-out; an enclosing check's passes on to that check
+        limit.stop()  # again: the time-out may have arrived as the block ended, before __exit__ could stop it
         verdict = _Verdict(WRONG, f"{name} took longer than {TIME_LIMIT:g} s for its {len(cases)} cases and was "
                                   "stopped: " + (ex.too_slow or "look for a loop that never ends (or one over every "
                                                  "entry where one NumPy operation would do)."))
