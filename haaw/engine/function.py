@@ -13,6 +13,7 @@ runs the forward again to rebuild what it did not keep.
 from __future__ import annotations
 
 from . import hooks
+from .autograd import topological_order
 from .ops import Op, _free
 from .tensor import Tensor, _wrap, apply, no_grad
 
@@ -100,10 +101,21 @@ class Checkpoint(Function):
         with hooks.recompute():
             again = ctx.fn(*fresh)  # this time recorded
         if again.requires_grad:
-            again.backward(g)  # parameters inside fn receive their gradients here
+            # fn may use a tensor computed outside it (an intermediate of the enclosing graph): this pass sends
+            # it fn's share and on to its parents, as PyTorch's does, but its .grad is the enclosing pass's
+            # running sum, which this pass would reset: keep every intermediate's .grad as it was
+            kept = [(node, node.grad) for node in topological_order(again) if node._parents]
+            again.backward(g)  # parameters inside fn, and leaves fn captured, receive their gradients here
+            for node, grad in kept:
+                node.grad = grad
         return (None, *(t.grad for t in fresh))
 
 
 def checkpoint(fn, *inputs) -> Tensor:
-    """``fn(*inputs)``, with its activations recomputed during backward instead of stored."""
+    """``fn(*inputs)``, with its activations recomputed during backward instead of stored.
+
+    ``fn`` may use tensors from outside (a weight, or an intermediate of the enclosing graph): their gradients
+    are right, each path counted once, as in PyTorch. Such an intermediate's ``.grad`` then holds only what
+    the enclosing pass sent it; fn's share went on to its parents during the recomputation.
+    """
     return Checkpoint.apply(fn, *(t if isinstance(t, Tensor) else Tensor(t) for t in inputs))
