@@ -374,33 +374,42 @@ class Tensor:
         return _matmul(_lift(other, self), self)
 
     # --- in-place changes: allowed where no gradient is being recorded, and versioned -----------
-    def _in_place(self, name: str, instead: str, change) -> "Tensor":
+    def _in_place(self, name: str, instead: str, change, value=None) -> "Tensor":
         if self.requires_grad and _grad_enabled:
             raise RuntimeError(f"{name}: in-place change of a tensor that requires a gradient; backward may "
                                f"need its old value. Write {instead} instead (or use no_grad() for an update).")
+        if isinstance(value, Tensor) and value.requires_grad and _grad_enabled:
+            # PyTorch records such a write; haaw records no in-place operation, so the gradient would be lost
+            raise RuntimeError(f"{name}: the value written requires a gradient, and haaw does not record in-place "
+                               f"writes, so its gradient would be lost. Write {instead} instead (or write "
+                               "value.detach() if no gradient should flow).")
         change(self.data)
         self._vc[0] += 1
         return self
 
     def __iadd__(self, other):
-        other = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x += ...", "y = x + ...", lambda d: np.add(d, other, out=d, casting="unsafe"))
+        data = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x += ...", "y = x + ...", lambda d: np.add(d, data, out=d, casting="unsafe"), other)
 
     def __isub__(self, other):
-        other = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x -= ...", "y = x - ...", lambda d: np.subtract(d, other, out=d, casting="unsafe"))
+        data = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x -= ...", "y = x - ...", lambda d: np.subtract(d, data, out=d, casting="unsafe"),
+                              other)
 
     def __imul__(self, other):
-        other = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x *= ...", "y = x * ...", lambda d: np.multiply(d, other, out=d, casting="unsafe"))
+        data = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x *= ...", "y = x * ...", lambda d: np.multiply(d, data, out=d, casting="unsafe"),
+                              other)
 
     def __itruediv__(self, other):
-        other = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x /= ...", "y = x / ...", lambda d: np.divide(d, other, out=d, casting="unsafe"))
+        data = other.data if isinstance(other, Tensor) else other
+        return self._in_place("x /= ...", "y = x / ...", lambda d: np.divide(d, data, out=d, casting="unsafe"),
+                              other)
 
     def __setitem__(self, index, value):
-        value = value.data if isinstance(value, Tensor) else value
-        self._in_place("x[...] = ...", "a new tensor (e.g. cat the pieces)", lambda d: d.__setitem__(index, value))
+        data = value.data if isinstance(value, Tensor) else value
+        self._in_place("x[...] = ...", "a new tensor (e.g. cat the pieces)", lambda d: d.__setitem__(index, data),
+                       value)
 
     # --- functions -----------------------------------------------------------------------------
     def exp(self):

@@ -39,6 +39,29 @@ def test_in_place_on_a_tensor_that_requires_grad_is_refused_outside_no_grad():
     assert list(w.data) == [0.5, 0.5] and w._version == 1
 
 
+@pytest.mark.parametrize("write", ["setitem", "+=", "-=", "*=", "/="])
+def test_writing_a_tensor_that_requires_grad_into_one_that_does_not_is_refused_not_lost(write):
+    # PyTorch records the write; haaw records no in-place operation, so its gradient would vanish: w.grad None
+    w = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    buf = Tensor(np.ones(2))
+    with pytest.raises(RuntimeError, match="the value written requires a gradient.*would be lost"):
+        if write == "setitem":
+            buf[0:2] = w
+        elif write == "+=":
+            buf += w
+        elif write == "-=":
+            buf -= w
+        elif write == "*=":
+            buf *= w
+        else:
+            buf /= w
+    assert list(buf.data) == [1.0, 1.0]  # nothing was written
+    buf[0:2] = w.detach()  # no gradient wanted: allowed
+    with no_grad():
+        buf += w  # an update: allowed
+    assert list(buf.data) == [2.0, 4.0]
+
+
 def test_an_optimizer_step_between_forward_and_backward_is_caught():
     model = MLP([3, 4, 2])
     loss = F.cross_entropy(model(Tensor(rng.standard_normal((5, 3)))), np.zeros(5, dtype=int))
