@@ -391,6 +391,7 @@ def test_a_time_out_raised_while_the_block_is_leaving_is_taken_back(monkeypatch)
     assert limit._fired
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop this test is about
 def test_a_time_out_dropped_by_a_finaliser_is_raised_again():
     """An exception that lands in a __del__ is printed and dropped: one delivery alone would leave the loop running."""
     class Eats:
