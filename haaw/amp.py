@@ -62,9 +62,12 @@ class StaticLossScaler:
         return loss.to(np.float32) * self.scale
 
     def unscale(self, grads: list) -> tuple[list, bool]:
-        """(fp32 gradients divided by the scale, whether any of them is inf or nan)."""
-        out = [np.asarray(g, dtype=np.float32) / np.float32(self.scale) for g in grads]
-        return out, not all(np.all(np.isfinite(g)) for g in out)
+        """(fp32 gradients divided by the scale, whether any of them is inf or nan).
+
+        A gradient that is None (a frozen parameter, or one the loss does not reach) stays None and is
+        not checked, as PyTorch's GradScaler skips it."""
+        out = [None if g is None else np.asarray(g, dtype=np.float32) / np.float32(self.scale) for g in grads]
+        return out, not all(np.all(np.isfinite(g)) for g in out if g is not None)
 
     def update(self, found_inf: bool) -> None:
         """A static scaler never changes."""
@@ -119,7 +122,8 @@ class MasterWeights:
         if found_inf:
             return False  # an overflow: this step's gradients are garbage; leave the weights alone
         for m, g in zip(self.master, grads):
-            m -= np.float32(lr) * g
+            if g is not None:  # a parameter without a gradient is left as it is
+                m -= np.float32(lr) * g
         self.copy_to_model()
         return True
 

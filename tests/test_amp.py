@@ -75,6 +75,21 @@ def test_master_weights_keep_a_small_update_that_fp16_rounds_away():
     assert w.data[0] == np.float16(0.99)
 
 
+def test_a_frozen_parameter_without_a_gradient_does_not_stop_the_others_training():
+    """PyTorch's GradScaler skips None gradients; counting them as overflows would skip every step."""
+    frozen = Tensor(np.ones(2, dtype=np.float16))  # never receives a gradient
+    w = Tensor(np.ones(2, dtype=np.float16), requires_grad=True)
+    master, scaler = MasterWeights([frozen, w], "float16"), DynamicLossScaler(128.0, growth_interval=5)
+    for _ in range(12):
+        w.grad = np.full(2, scaler.scale, dtype=np.float16)  # dL/dw = 1, scaled
+        assert master.step(scaler, lr=0.01)
+    assert list(master.master[0]) == [1.0, 1.0]  # the frozen one untouched
+    np.testing.assert_allclose(master.master[1], 1 - 12 * 0.01, rtol=1e-5)  # the other one took 12 steps
+    assert scaler.scale == 128.0 * 4  # two growths, no back-off
+    grads, found_inf = scaler.unscale([None, np.array([1.0], dtype=np.float16)])
+    assert grads[0] is None and not found_inf
+
+
 def test_an_overflowing_step_is_skipped():
     w = Tensor(np.ones(2, dtype=np.float16), requires_grad=True)
     master = MasterWeights([w], "float16")
