@@ -104,11 +104,13 @@ def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
 
 
 def _sum(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
-    """np.sum, accumulating 16- and 8-bit formats in float32 and rounding the total back.
+    """np.sum, accumulating 16- and 8-bit formats in float32 and rounding the total back; integers in int64.
 
     Summing in bfloat16 itself stalls: past 2048 the spacing between bfloat16 numbers is 16, so
     adding values below 8 changes nothing. Hardware and frameworks accumulate in fp32; so do we.
     """
+    if a.dtype.kind in "biu":  # integers and booleans count in int64, as PyTorch's sum does (an int8 total overflows)
+        return np.asarray(a.sum(axis=axis, keepdims=keepdims, dtype=np.int64))
     if a.dtype.itemsize >= 4:
         return a.sum(axis=axis, keepdims=keepdims)
     return np.asarray(a.sum(axis=axis, keepdims=keepdims, dtype=np.float32)).astype(a.dtype)

@@ -41,6 +41,9 @@ def detect_anomaly():
         _detect_anomaly = previous
 
 
+_FLOAT_RESULT = ("exp", "log", "tanh", "sigmoid", "softmax", "log_softmax")  # on integers: computed in float64
+
+
 def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     """Run an operation forward and, if any input requires a gradient, record it for backward.
 
@@ -49,6 +52,11 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     if isinstance(op, str):
         op = OPS[op]
     arrays = [t.data for t in inputs]
+    if op.name in _FLOAT_RESULT and not _is_float(arrays[0].dtype):
+        arrays[0] = arrays[0].astype(np.float64)  # PyTorch too computes exp or sigmoid of integers in floats
+    elif op.name == "mean" and not _is_float(arrays[0].dtype):
+        raise TypeError(f"mean() of a {arrays[0].dtype} tensor: a mean needs floating-point numbers, as in PyTorch. "
+                        "Convert first: x.to(np.float64).mean(), or use sum() for a count")
     needs = tuple([t.requires_grad for t in inputs])
     ctx = Context(op, needs)
     try:
@@ -165,6 +173,8 @@ def _lift(x, like: "Tensor") -> "Tensor":
     if isinstance(x, (Number, np.generic)) and not isinstance(x, (bool, np.bool_, complex, np.complexfloating)):
         if isinstance(x, (float, np.floating)) and not _is_float(like.dtype):
             return _wrap(np.asarray(x, dtype=np.float64))
+        if like.dtype == np.bool_:  # True + 1 is 2, as in PyTorch and NumPy
+            return _wrap(np.asarray(x, dtype=np.int64))
         return _wrap(np.asarray(x, dtype=like.dtype))
     if isinstance(x, np.ndarray):
         return Tensor(x)

@@ -351,3 +351,30 @@ def test_from_numpy_takes_a_0d_array_and_refuses_what_tensor_refuses():
     assert t.shape == () and t.item() == 3.0
     with pytest.raises(TypeError):
         from_numpy(np.array(["a", "b"]))
+
+
+def test_integer_and_bool_tensors_follow_pytorch_or_are_refused():
+    import math
+
+    sig = Tensor([1, 2]).sigmoid()  # computed in floats, not truncated to [0, 0]
+    np.testing.assert_allclose(sig.data, [1 / (1 + math.exp(-1)), 1 / (1 + math.exp(-2))], rtol=1e-15)
+    assert Tensor([0, 1]).exp().data.dtype == np.float64 and Tensor([1, 4]).log().data[1] == math.log(4)
+    with pytest.raises(TypeError, match=r"mean\(\) of a int64 tensor: a mean needs floating-point numbers"):
+        Tensor([1, 2]).mean()
+    counted = Tensor([True, True, False]).sum()
+    assert counted.data.dtype == np.int64 and counted.item() == 2  # a count, not True
+    assert Tensor(np.array([100, 100], dtype=np.int8)).sum().item() == 200  # not -56
+    np.testing.assert_array_equal(Tensor(np.array([[100, 100]], dtype=np.int8)).sum(dim=1).data, [200])
+    more = Tensor([True, True]) + 1
+    assert more.data.dtype == np.int64 and list(more.data) == [2, 2]  # not [True, True]
+
+
+def test_integer_and_bool_results_match_torch():
+    torch = pytest.importorskip("torch")
+    cases = [(lambda t: t.sigmoid(), [1, 2]), (lambda t: t.sum(), [True, True, False]),
+             (lambda t: t + 1, [True, False]), (lambda t: t.exp(), [0, 1, 2])]
+    for fn, values in cases:
+        ours, theirs = fn(Tensor(values)).data, fn(torch.tensor(values)).numpy()
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+        assert ours.dtype.kind == theirs.dtype.kind  # float stays float, integer stays integer
+    assert Tensor(np.array([100, 100], dtype=np.int8)).sum().item() == torch.tensor([100, 100], dtype=torch.int8).sum().item()
