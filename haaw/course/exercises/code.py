@@ -109,7 +109,9 @@ class _TimeLimit:
     differs between Python versions). One delivery is not always enough: an exception that lands in a
     finaliser (a ``__del__``, a weakref callback) is reported and dropped there, so it is raised again
     every 0.1 s until the block has ended. Each limit raises its own subclass, so that an enclosing
-    limit's time-out passes through ``except inner.expired`` to the limit whose time is up.
+    limit's time-out passes through ``except inner.expired`` to the limit whose time is up. The
+    ``except limit.expired`` that catches it calls ``limit.stop()``: the time-out may have arrived on
+    the first instruction of ``__exit__``, before it could stop the watchdog.
     """
 
     AGAIN = 0.1  # seconds between two deliveries, once the time is up
