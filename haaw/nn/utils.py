@@ -11,9 +11,11 @@ def clip_grad_norm_(parameters, max_norm: float) -> float:
     (one huge step); it does not fix what made the gradient huge. (PyTorch returns the norm as a
     tensor; haaw as a float.)
     """
+    if hasattr(parameters, "grad"):  # one tensor, as PyTorch accepts (iterating it would give its rows)
+        parameters = [parameters]
     params = [p for p in parameters if p.grad is not None]
     total = float(np.sqrt(sum(float(np.sum(p.grad.astype(np.float64) ** 2)) for p in params)))
-    if total > max_norm:
+    if not total <= max_norm:  # also a nan norm: every gradient becomes nan, as in PyTorch, not left unclipped
         scale = max_norm / (total + 1e-6)
         for p in params:
             p.grad = p.grad * scale  # a new array: gradients are never changed in place

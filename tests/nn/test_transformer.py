@@ -153,6 +153,34 @@ def test_clip_grad_norm_returns_the_norm_before_and_scales_all_gradients_togethe
     np.testing.assert_allclose(a.grad, [3.0, 4.0], rtol=1e-6)
 
 
+def test_clip_grad_norm_leaves_a_norm_below_the_limit_alone_and_matches_pytorch_at_the_edges():
+    a = Tensor(np.zeros(2), requires_grad=True)
+    a.grad = np.array([0.3, 0.4])  # norm 0.5, below the limit: untouched, not scaled up to 1
+    before = a.grad
+    assert clip_grad_norm_([a], max_norm=1.0) == pytest.approx(0.5)
+    assert a.grad is before and list(a.grad) == [0.3, 0.4]
+    one = Tensor(np.zeros((2, 2)), requires_grad=True)
+    one.grad = np.array([[3.0, 0.0], [0.0, 4.0]])  # one tensor, not a list: its rows are not parameters
+    assert clip_grad_norm_(one, max_norm=1.0) == pytest.approx(5.0)
+    np.testing.assert_allclose(one.grad, [[0.6, 0.0], [0.0, 0.8]], rtol=1e-5)
+    bad = Tensor(np.zeros(2), requires_grad=True)
+    bad.grad = np.array([np.nan, 1.0])
+    assert np.isnan(clip_grad_norm_([bad], max_norm=1.0)) and np.all(np.isnan(bad.grad))  # as PyTorch: all nan
+
+
+def test_clip_grad_norm_matches_torch():
+    torch = pytest.importorskip("torch")
+    for grads, limit in [([[3.0, 0.0], [4.0]], 1.0), ([[0.3], [0.4]], 1.0), ([[np.nan, 1.0], [2.0]], 1.0)]:
+        ours = [Tensor(np.zeros(len(g)), requires_grad=True) for g in grads]
+        theirs = [torch.zeros(len(g), dtype=torch.float64, requires_grad=True) for g in grads]
+        for o, t, g in zip(ours, theirs, grads):
+            o.grad, t.grad = np.array(g), torch.tensor(g, dtype=torch.float64)
+        n_ours, n_theirs = clip_grad_norm_(ours, limit), torch.nn.utils.clip_grad_norm_(theirs, limit).item()
+        np.testing.assert_allclose(n_ours, n_theirs, rtol=1e-12)
+        for o, t in zip(ours, theirs):
+            np.testing.assert_allclose(o.grad, t.grad.numpy(), rtol=1e-6)
+
+
 def test_the_block_diagram_is_condensed_from_the_engine_s_own_graph():
     from haaw.tools.condense import block_diagram
 
