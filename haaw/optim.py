@@ -59,18 +59,19 @@ class Adam(Optimizer):
         self.lr, (self.beta1, self.beta2), self.eps, self.weight_decay = lr, betas, eps, weight_decay
         self.m = [np.zeros_like(p.data) for p in self.params]
         self.v = [np.zeros_like(p.data) for p in self.params]
-        self.steps = 0
+        self.steps = [0] * len(self.params)  # per parameter, as in PyTorch: a parameter counts only its own updates
 
     def step(self) -> None:
-        self.steps += 1
-        correction1, correction2 = 1 - self.beta1**self.steps, 1 - self.beta2**self.steps
         yours = plugins.active.get("adam")
-        for p, m, v in zip(self.params, self.m, self.v):
+        for i, (p, m, v) in enumerate(zip(self.params, self.m, self.v)):
             if p.grad is None:
                 continue
+            self.steps[i] += 1
+            t = self.steps[i]
+            correction1, correction2 = 1 - self.beta1**t, 1 - self.beta2**t
             g = p.grad if not self.weight_decay else p.grad + self.weight_decay * p.data
             if yours:  # notebook 10: your adam_step in place of the lines below
-                new, m[...], v[...] = yours(p.data.copy(), g, m.copy(), v.copy(), self.steps, self.lr,
+                new, m[...], v[...] = yours(p.data.copy(), g, m.copy(), v.copy(), t, self.lr,
                                             self.beta1, self.beta2, self.eps)
                 self._update(p, new)
                 continue

@@ -127,3 +127,36 @@ def test_adam_s_first_step_with_its_defaults_moves_each_parameter_by_lr_against_
     w.grad = np.array([0.5, -3.0])
     Adam([w]).step()
     np.testing.assert_allclose(w.data, [1.0 - 1e-3, 2.0 + 1e-3], rtol=1e-9)
+
+
+def test_adam_counts_steps_per_parameter_like_pytorch():
+    # b's first gradient arrives at the second step: its bias correction starts from t = 1, not t = 2
+    a, b = Tensor(np.array([1.0, 1.0]), requires_grad=True), Tensor(np.array([0.5, 0.2]), requires_grad=True)
+    opt = Adam([a, b], lr=0.1)
+    grads = [(np.array([0.3, -0.2]), None), (np.array([0.1, 0.4]), np.array([1.0, -2.0])),
+             (np.array([-0.2, 0.1]), np.array([0.5, 0.5]))]
+    for ga, gb in grads:
+        a.grad, b.grad = ga, gb
+        opt.step()
+    # b by hand: two Adam steps from t = 1
+    p, m, v = np.array([0.5, 0.2]), np.zeros(2), np.zeros(2)
+    for t, g in enumerate([np.array([1.0, -2.0]), np.array([0.5, 0.5])], start=1):
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        p = p - 0.1 * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    np.testing.assert_allclose(b.data, p, rtol=1e-12)
+    assert opt.steps == [3, 2]
+
+
+def test_adam_with_a_late_gradient_matches_torch():
+    torch = pytest.importorskip("torch")
+    ours, theirs = Tensor(np.array([0.5, 0.2]), requires_grad=True), torch.tensor([0.5, 0.2], dtype=torch.float64,
+                                                                                   requires_grad=True)
+    other = Tensor(np.ones(1), requires_grad=True)
+    opt, topt = Adam([other, ours], lr=0.1), torch.optim.Adam([theirs], lr=0.1)
+    other.grad = np.ones(1)
+    opt.step()  # a step in which `ours` has no gradient yet
+    for g in ([1.0, -2.0], [0.5, 0.5], [0.1, 0.1]):
+        other.grad, ours.grad, theirs.grad = np.ones(1), np.array(g), torch.tensor(g, dtype=torch.float64)
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-12)
