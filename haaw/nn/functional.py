@@ -151,23 +151,39 @@ def causal_mask(length: int) -> np.ndarray:
     return np.tril(np.ones((length, length), dtype=bool))
 
 
+def _attention_mask(attn_mask):
+    """(boolean mask or None, tensor to add to the scores or None): PyTorch's two kinds of attention mask."""
+    if attn_mask is None:
+        return None, None
+    data = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+    if data.dtype == np.bool_:
+        return data, None
+    if data.dtype.kind == "f":
+        return None, attn_mask if isinstance(attn_mask, Tensor) else Tensor(data)
+    raise TypeError(f"attention: attn_mask must be boolean (True: may attend) or floating-point (added to the "
+                    f"scores, 0 or -inf), as in PyTorch; got {data.dtype}")
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
                                  is_causal: bool = False, scale: float | None = None, *,
                                  return_weights: bool = False):
     """softmax(query keyᵀ · scale) value, over the last two axes.
 
-    ``attn_mask`` (boolean, broadcastable to the scores' shape (..., queries, keys)): True means
-    "may attend", as in PyTorch. ``is_causal=True`` adds the causal mask. ``scale`` defaults to
+    ``attn_mask`` (broadcastable to the scores' shape (..., queries, keys)), as in PyTorch: boolean,
+    True meaning "may attend"; or floating-point, added to the scores (0 keeps a key, -inf removes it). ``is_causal=True`` adds the causal mask. ``scale`` defaults to
     1/√d_k, which keeps the scores' variance near 1. A query whose row of the mask is all False
     gets output 0 and gradient 0, never NaN. ``return_weights`` (haaw's extra) also returns the
     attention weights.
     """
     d_k = query.shape[-1]
+    mask, added = _attention_mask(attn_mask)
     if plugins.active.get("attention") and not return_weights:
         if scale is not None and scale != 1.0 / float(np.sqrt(d_k)):
             raise ValueError("attention: your attention_backward assumes the scale 1/√d_k; this call asks for "
                              f"{scale:g}")
-        mask = None if attn_mask is None else np.asarray(attn_mask, dtype=bool)
+        if added is not None:
+            raise TypeError("attention: your attention_backward takes a boolean mask (True: may attend); this call "
+                            "passes a floating-point mask, which is added to the scores")
         if is_causal:
             causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), dtype=bool))
             mask = causal if mask is None else mask & causal
@@ -178,7 +194,12 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise ValueError(f"attention: {key.shape[-2]} keys but {value.shape[-2]} values")
     scale = 1.0 / float(np.sqrt(d_k)) if scale is None else scale
     scores = (query @ key.transpose(-2, -1)) * scale
-    mask = None if attn_mask is None else np.asarray(attn_mask, dtype=bool)
+    if added is not None:  # a floating-point mask is added to the scores (0 keeps, -inf removes), as in PyTorch
+        try:
+            scores = scores + added
+        except ValueError:
+            raise ValueError(f"attention: a mask of shape {added.shape} does not fit scores of shape "
+                             f"{scores.shape} (queries × keys)") from None
     if is_causal:
         causal = np.tril(np.ones(scores.shape[-2:], dtype=bool))  # query i sees keys 0..i, as in PyTorch
         mask = causal if mask is None else mask & causal

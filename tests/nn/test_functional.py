@@ -101,3 +101,19 @@ def test_cross_entropy_with_one_class_and_an_ignored_entry():
     # the ignored entry's target is replaced by a valid class id before indexing: with one class, only 0 is
     loss = F.cross_entropy(Tensor(np.array([[2.0], [5.0]])), np.array([0, -100]), reduction="none")
     np.testing.assert_array_equal(loss.data, [0.0, 0.0])
+
+
+def test_a_floating_point_attention_mask_is_added_to_the_scores_as_in_pytorch():
+    rng = np.random.default_rng(3)
+    q, k, v = (Tensor(rng.standard_normal((3, 4)), requires_grad=True) for _ in range(3))
+    additive = np.where(np.tril(np.ones((3, 3))) > 0, 0.0, -np.inf)  # 0 keeps, -inf removes: causal
+    as_floats = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)
+    as_bools = F.scaled_dot_product_attention(q, k, v, attn_mask=additive == 0)
+    np.testing.assert_allclose(as_floats.data, as_bools.data, rtol=1e-12)  # not inverted
+    bias = rng.standard_normal((3, 3))  # any real numbers: a bias on the scores
+    biased = F.scaled_dot_product_attention(q, k, v, attn_mask=bias).data
+    scores = q.data @ k.data.T / 2.0 + bias
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(biased, (weights / weights.sum(-1, keepdims=True)) @ v.data, rtol=1e-12)
+    with pytest.raises(TypeError, match="attn_mask must be boolean .* or floating-point"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), dtype=np.int64))
