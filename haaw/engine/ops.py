@@ -344,8 +344,18 @@ defvjp(cast, lambda ctx, g: g.astype(ctx.dtype), flops=_free)  # the gradient go
 
 
 def getitem(ctx, a, index):
-    ctx.shape, ctx.dtype, ctx.index = a.shape, a.dtype, index
-    return a[index]
+    # index arrays are copied: changed in place before backward, they would send the gradient elsewhere
+    ctx.shape, ctx.dtype, ctx.index = a.shape, a.dtype, _own(index)
+    return a[ctx.index]
+
+
+def _own(index):
+    """The index with every array or list in it copied (a list becomes the array NumPy reads it as)."""
+    if isinstance(index, tuple):
+        return tuple(_own(i) for i in index)
+    if isinstance(index, (np.ndarray, list)):
+        return np.array(index)
+    return index
 
 
 def _getitem_vjp(ctx, g):
@@ -411,6 +421,7 @@ defvjp(log_softmax, lambda ctx, g: g - np.exp(ctx.out) * _sum(g, axis=ctx.dim, k
 def cross_entropy_rows(ctx, logits, targets):
     """−log softmax(logits)[target] for each row of 2-D logits; targets are integer class ids."""
     shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    targets = np.array(targets)  # a copy: targets changed in place before backward must not change the gradient
     ctx.logp, ctx.targets = shifted - np.log(_sum(np.exp(shifted), axis=-1, keepdims=True)), targets
     return -ctx.logp[np.arange(len(targets)), targets]
 

@@ -378,3 +378,24 @@ def test_integer_and_bool_results_match_torch():
         np.testing.assert_allclose(ours, theirs, rtol=1e-6)
         assert ours.dtype.kind == theirs.dtype.kind  # float stays float, integer stays integer
     assert Tensor(np.array([100, 100], dtype=np.int8)).sum().item() == torch.tensor([100, 100], dtype=torch.int8).sum().item()
+
+
+@pytest.mark.parametrize("make", [np.array, list, lambda i: (np.array(i),)])
+def test_an_index_changed_after_the_forward_pass_does_not_move_the_gradient(make):
+    x = tensor(np.arange(3.0), requires_grad=True)
+    idx = make([0, 0, 2])
+    y = x[idx]
+    (idx[0] if isinstance(idx, tuple) else idx)[0] = 1  # the learner reuses the array for something else
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 0.0, 1.0])  # what the forward pass picked
+
+
+def test_targets_changed_after_the_forward_pass_do_not_change_cross_entropy_s_gradient():
+    import haaw.nn.functional as F
+
+    logits = tensor(np.zeros((2, 3)), requires_grad=True)
+    targets = np.array([0, 2])
+    loss = F.cross_entropy(logits, targets)
+    targets[:] = 1
+    loss.backward()
+    np.testing.assert_allclose(logits.grad, [[-1 / 3, 1 / 6, 1 / 6], [1 / 6, 1 / 6, -1 / 3]], rtol=1e-12)
