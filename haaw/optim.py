@@ -8,9 +8,22 @@ from .engine import plugins
 
 class Optimizer:
     def __init__(self, params, what: str):
+        if hasattr(params, "grad"):
+            raise TypeError(f"{what}: params must be a list of tensors (or model.parameters()), not one tensor: "
+                            "write [w]")
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{what} got no parameters: did the model create any with requires_grad=True?")
+
+    @staticmethod
+    def _check(what: str, **settings) -> None:
+        """Refuse the settings PyTorch refuses: a negative rate or decay, a beta or momentum outside [0, 1)."""
+        for name, value in settings.items():
+            low, high = (0.0, 1.0) if name in ("beta1", "beta2", "momentum") else (0.0, None)
+            if not isinstance(value, (int, float, np.floating, np.integer)) or not value >= low or (
+                    high is not None and not value < high):
+                where = f"from {low:g} up to (not including) {high:g}" if high is not None else f"at least {low:g}"
+                raise ValueError(f"{what}: {name} = {value!r} is not valid; it must be a number {where}")
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -30,6 +43,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
         super().__init__(params, "SGD")
+        self._check("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self.buffers = [None] * len(self.params)
 
@@ -56,6 +70,7 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
         super().__init__(params, "Adam")
+        self._check("Adam", lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay)
         self.lr, (self.beta1, self.beta2), self.eps, self.weight_decay = lr, betas, eps, weight_decay
         self.m = [np.zeros_like(p.data) for p in self.params]
         self.v = [np.zeros_like(p.data) for p in self.params]

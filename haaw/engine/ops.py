@@ -285,7 +285,7 @@ defvjp(sum_, _spread, flops=_reduction)
 
 def mean(ctx, a, dim=None, keepdim=False):
     _reduce(ctx, a, dim)
-    ctx.count = math.prod(a.shape) // math.prod(ctx.kept)
+    ctx.count = math.prod(n for i, n in enumerate(a.shape) if dim is None or i in dim)  # the entries averaged
     return _divide(a.sum(axis=dim, keepdims=keepdim, dtype=_wide(a.dtype)), ctx.count, a.dtype)
 
 
@@ -298,7 +298,8 @@ def _wide(dtype):
 
 
 def _divide(total, count: int, dtype):
-    return (np.asarray(total, dtype=_wide(dtype)) / count).astype(dtype, copy=False)
+    with np.errstate(invalid="ignore", divide="ignore"):  # count 0: a mean of no entries is nan
+        return (np.asarray(total, dtype=_wide(dtype)) / count).astype(dtype, copy=False)
 
 
 def max_(ctx, a, dim=None, keepdim=False):
@@ -383,8 +384,15 @@ def _softmax_vjp(ctx, g):
     return s * (g - _sum(g * s, axis=ctx.dim, keepdims=True))
 
 
+def _top(a, dim):
+    """The largest entry along ``dim`` (kept as an axis of 1), or 0 where that axis is empty: no entries."""
+    if a.size == 0:
+        return np.zeros([1 if i == dim % a.ndim else n for i, n in enumerate(a.shape)], dtype=a.dtype)
+    return np.max(a, axis=dim, keepdims=True)
+
+
 def softmax(ctx, a, dim=-1):
-    shifted = np.exp(a - np.max(a, axis=dim, keepdims=True))  # the same result, and no overflow
+    shifted = np.exp(a - _top(a, dim))  # the same result, and no overflow
     ctx.out, ctx.dim = shifted / _sum(shifted, axis=dim, keepdims=True), dim
     return ctx.out
 
@@ -410,7 +418,7 @@ defvjp(masked_softmax, _softmax_vjp)  # the same formula: s is 0 where masked, s
 
 
 def log_softmax(ctx, a, dim=-1):
-    shifted = a - np.max(a, axis=dim, keepdims=True)
+    shifted = a - _top(a, dim)
     ctx.out, ctx.dim = shifted - np.log(_sum(np.exp(shifted), axis=dim, keepdims=True)), dim
     return ctx.out
 

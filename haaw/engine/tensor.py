@@ -7,7 +7,8 @@ backward, ``_vjp`` calls the operation's vector-Jacobian products for the inputs
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ContextDecorator, contextmanager
+import math
 from numbers import Number
 
 import numpy as np
@@ -19,15 +20,31 @@ _grad_enabled = True
 _detect_anomaly = False
 
 
-@contextmanager
-def no_grad():
-    """Run operations without recording them: no graph, nothing saved, no gradient."""
-    global _grad_enabled
-    previous, _grad_enabled = _grad_enabled, False
-    try:
-        yield
-    finally:
-        _grad_enabled = previous
+class no_grad(ContextDecorator):
+    """Run operations without recording them: no graph, nothing saved, no gradient.
+
+    ``with no_grad():``, or on a function as ``@no_grad()`` or ``@no_grad``, as in PyTorch."""
+
+    def __new__(cls, func=None):
+        if func is not None:  # @no_grad without parentheses: func is the decorated function
+            if not callable(func):
+                raise TypeError(f"no_grad() takes no arguments (got {type(func).__name__}); write with no_grad(): ...")
+            return cls()(func)
+        return super().__new__(cls)
+
+    def __init__(self, func=None):
+        self._previous = []  # a stack: the same decorator may be entered again by a recursive call
+
+    def __enter__(self):
+        global _grad_enabled
+        self._previous.append(_grad_enabled)
+        _grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self._previous.pop()
+        return False
 
 
 @contextmanager
@@ -197,7 +214,14 @@ def _dims(t: "Tensor", dim, axis, what: str):
         dim = axis
     if dim is None:
         return None
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
+        dims = (dim,)
+    elif isinstance(dim, (tuple, list)):
+        dims = tuple(dim)
+        if not dims:  # dim=() reduces over every axis, as in PyTorch
+            return None
+    else:
+        raise TypeError(f"{what}: dim must be an integer or a tuple of integers, got {type(dim).__name__} {dim!r}")
     n = max(t.ndim, 1)  # like PyTorch, a 0-d tensor accepts dim 0 and -1
     for d in dims:
         if not isinstance(d, (int, np.integer)) or not -n <= d < n:
@@ -281,6 +305,8 @@ class Tensor:
         self.grad = None
 
     def _add_grad(self, g):
+        if not self.requires_grad:  # a leaf switched off with requires_grad_(False) after the forward pass
+            return
         if g.dtype != self.data.dtype:
             g = g.astype(self.data.dtype)
         if self.grad is None:
@@ -290,12 +316,17 @@ class Tensor:
         else:
             self.grad = self.grad + g
 
-    def backward(self, gradient=None) -> None:
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
         """Fill ``.grad`` of every tensor this one depends on with dL/d(tensor), L being this one.
 
         A scalar starts from dL/dL = 1. A non-scalar needs ``gradient``: dL/d(this tensor), of its
         shape. Leaf gradients accumulate over calls; reset them with ``zero_grad()``.
         """
+        if create_graph:
+            raise NotImplementedError("backward(create_graph=True): haaw does not record the backward pass, so it "
+                                      "has no gradients of gradients (PyTorch does)")
+        # retain_graph is accepted and changes nothing: haaw keeps what backward needs until the graph is dropped,
+        # so a graph can always be run backward again (PyTorch frees it unless retain_graph=True)
         if not self.requires_grad:
             raise RuntimeError("backward(): this tensor does not require a gradient: none of the tensors "
                                "it was computed from has requires_grad=True (or it was made under no_grad)")
@@ -373,6 +404,14 @@ class Tensor:
         if isinstance(exponent, (float, np.floating)) and not _is_float(self.dtype):
             return (self * 1.0) ** exponent  # an integer tensor to a fractional power: in floats, like PyTorch
         return apply("pow", self, exponent=exponent)
+
+    def __rpow__(self, base):
+        """``base ** x`` for a positive number ``base``: exp(x · ln base), so the gradient is base^x · ln base."""
+        if not isinstance(base, (Number, np.generic)) or isinstance(base, (bool, complex)) or not base > 0:
+            raise TypeError(f"number ** Tensor: haaw takes a positive number as the base, got {base!r}")
+        if not _is_float(self.dtype):
+            return _wrap(np.power(base, self.data))  # integers: no gradient, the exact powers
+        return (self * math.log(base)).exp()
 
     def __neg__(self):
         return apply("neg", self)
@@ -541,6 +580,12 @@ class Tensor:
     def __len__(self) -> int:
         return len(self.data)
 
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(f"the truth value of a tensor of shape {self.data.shape} is ambiguous: use "
+                               "(x > 0).any() or .all(), or compare one entry")
+        return bool(self.data.item())
+
     def numpy(self) -> np.ndarray:
         """The array itself (shared, not copied), like PyTorch's ``.numpy()``."""
         return self.data
@@ -569,6 +614,9 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _one_dim(t, dim, axis, what) -> int:
+    given = dim if axis is None else axis
+    if isinstance(given, (tuple, list)):
+        raise TypeError(f"{what}: dim must be one integer (it works along one axis), got {given!r}")
     dims = _dims(t, dim if axis is None else None, axis, what)
     return -1 if dims is None else dims[0]
 
@@ -603,6 +651,8 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 def cat(tensors, dim: int = 0) -> Tensor:
     """Join tensors along ``dim``; each gets back its own slice of the gradient."""
+    if isinstance(tensors, (Tensor, np.ndarray)):  # iterating one tensor would give its rows
+        raise TypeError("cat: takes a list or tuple of tensors, as in PyTorch; got one tensor (write cat([a, b]))")
     tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
     if not tensors:
         raise ValueError("cat: needs at least one tensor")

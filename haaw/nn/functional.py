@@ -26,8 +26,11 @@ def sigmoid(x: Tensor) -> Tensor:
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight + bias, as one operation, with ``weight`` of shape (in_features, out_features).
 
-    (PyTorch's ``F.linear`` takes the transpose, (out, in), and computes input @ weight.T + bias.)
+    (PyTorch's ``F.linear`` takes the transpose, (out, in), and computes input @ weight.T + bias.) A 1-D input,
+    one example, gives a 1-D output, as in PyTorch.
     """
+    if input.ndim == 1 and weight.ndim == 2:
+        return linear(input.reshape(1, input.shape[0]), weight, bias).reshape(weight.shape[1])
     if bias is None:
         return input @ weight
     if input.ndim < 2 or weight.ndim != 2 or input.shape[-1] != weight.shape[0] or bias.shape != weight.shape[1:]:
@@ -135,6 +138,10 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: 
     if not shape or x.shape[-len(shape):] != shape:
         raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, "
                          f"whose shape is {x.shape}")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(np.shape(p.data if isinstance(p, Tensor) else p)) != shape:
+            raise ValueError(f"layer_norm: the {name} has shape {tuple(np.shape(getattr(p, 'data', p)))}, but "
+                             f"normalized_shape is {shape}: one {name} per normalised entry")
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     centred = x - x.mean(dims, keepdim=True)
     variance = (centred * centred).mean(dims, keepdim=True)

@@ -45,6 +45,9 @@ class Module:
             elif isinstance(x, (list, tuple)):
                 for i, value in enumerate(x):
                     yield from visit(value, f"{name}.{i}" if name else str(i))
+            elif isinstance(x, dict):  # PyTorch needs an nn.ModuleDict or nn.ParameterDict for these
+                for key, value in x.items():
+                    yield from visit(value, f"{name}.{key}" if name else str(key))
 
         return visit(self, prefix)
 
@@ -79,6 +82,9 @@ class Linear(Module):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, seed=None, dtype=np.float64):
+        for name, n in (("in_features", in_features), ("out_features", out_features)):
+            if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+                raise ValueError(f"Linear: {name} must be a positive whole number, got {n!r}")
         rng = _rng(seed)
         bound = 1.0 / np.sqrt(in_features)  # keeps the output's scale close to the input's
         self.weight = Tensor(rng.uniform(-bound, bound, (in_features, out_features)).astype(dtype),

@@ -1,0 +1,151 @@
+"""What a learner coming from PyTorch types, and what haaw answers: PyTorch's result, or a clear refusal."""
+import math
+
+import numpy as np
+import pytest
+
+import haaw
+import haaw.nn
+import haaw.nn.functional as F
+from haaw import Tensor, no_grad
+from haaw.nn import Linear
+from haaw.optim import SGD, Adam
+
+rng = np.random.default_rng(7)
+
+
+def test_dim_of_an_empty_tuple_reduces_everything_and_a_float_dim_is_refused():
+    x = Tensor(rng.standard_normal((2, 3)))
+    assert x.sum(dim=()).item() == pytest.approx(x.data.sum()) and x.mean(dim=()).shape == ()
+    with pytest.raises(TypeError, match="sum: dim must be an integer or a tuple of integers, got float 1.0"):
+        x.sum(dim=1.0)
+    with pytest.raises(TypeError, match=r"softmax: dim must be one integer .* got \(0, 1\)"):
+        x.softmax(dim=(0, 1))
+
+
+def test_cat_of_one_tensor_is_refused_instead_of_joining_its_rows():
+    with pytest.raises(TypeError, match="cat: takes a list or tuple of tensors"):
+        haaw.cat(Tensor(np.ones((2, 3))))
+
+
+def test_the_truth_of_a_one_entry_tensor_is_its_value_and_of_a_bigger_one_is_refused():
+    assert bool(Tensor([0.0])) is False and bool(Tensor(2.0)) is True
+    with pytest.raises(RuntimeError, match=r"truth value of a tensor of shape \(2,\) is ambiguous"):
+        bool(Tensor([1.0, 2.0]))
+
+
+def test_no_grad_decorates_with_or_without_parentheses_and_nests():
+    @no_grad
+    def bare(x):
+        return x * 2
+
+    @no_grad()
+    def called(x):
+        return bare(x) + x
+
+    x = Tensor([1.0], requires_grad=True)
+    assert not bare(x).requires_grad and not called(x).requires_grad and (x * 2).requires_grad
+    with no_grad():
+        with no_grad():
+            pass
+        assert not (x * 2).requires_grad
+    assert (x * 2).requires_grad
+
+
+def test_backward_takes_retain_graph_and_refuses_create_graph():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()  # haaw keeps the graph anyway: a second pass adds up
+    np.testing.assert_array_equal(x.grad, [4.0, 8.0])
+    with pytest.raises(NotImplementedError, match="create_graph=True.*no gradients of gradients"):
+        y.backward(create_graph=True)
+
+
+def test_a_leaf_switched_off_after_the_forward_pass_receives_nothing():
+    x, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=True)
+    y = (x * w).sum()
+    x.requires_grad_(False)
+    y.backward()
+    assert x.grad is None and list(w.grad) == [1.0, 2.0]
+
+
+def test_a_number_to_the_power_of_a_tensor():
+    x = Tensor([0.5, 2.0], requires_grad=True)
+    y = 2 ** x
+    y.sum().backward()
+    np.testing.assert_allclose(y.data, [math.sqrt(2), 4.0], rtol=1e-15)
+    np.testing.assert_allclose(x.grad, y.data * math.log(2), rtol=1e-15)
+    assert list((3 ** Tensor([0, 2])).data) == [1, 9]
+    with pytest.raises(TypeError, match="positive number as the base"):
+        (-2) ** x
+
+
+def test_empty_tensors_reduce_to_empty_or_nan_as_in_pytorch():
+    assert Tensor(np.zeros((0, 3))).mean(dim=1).shape == (0,)
+    assert np.all(np.isnan(Tensor(np.zeros((3, 0))).mean(dim=1).data))
+    assert Tensor(np.zeros((2, 0))).softmax(-1).shape == (2, 0)
+    x = Tensor(np.zeros((0, 3)), requires_grad=True)
+    x.softmax(-1).sum().backward()
+    assert x.grad.shape == (0, 3)
+
+
+def test_linear_takes_one_example_and_refuses_a_layer_without_features():
+    layer = Linear(3, 2, seed=0)
+    x = Tensor(rng.standard_normal(3), requires_grad=True)
+    y = layer(x)
+    assert y.shape == (2,)
+    np.testing.assert_allclose(y.data, x.data @ layer.weight.data + layer.bias.data, rtol=1e-14)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, layer.weight.data.sum(axis=1), rtol=1e-14)
+    with pytest.raises(ValueError, match="Linear: in_features must be a positive whole number, got 0"):
+        Linear(0, 3)
+
+
+def test_layer_norm_refuses_a_weight_of_the_wrong_shape():
+    x = Tensor(rng.standard_normal((2, 4)))
+    with pytest.raises(ValueError, match=r"layer_norm: the weight has shape \(3,\), but normalized_shape is \(4,\)"):
+        F.layer_norm(x, (4,), weight=Tensor(np.ones(3)))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: SGD(p, lr=-0.1), "SGD: lr = -0.1 is not valid"),
+    (lambda p: SGD(p, lr=0.1, momentum=1.5), "SGD: momentum = 1.5 is not valid"),
+    (lambda p: Adam(p, lr=-1e-3), "Adam: lr = -0.001 is not valid"),
+    (lambda p: Adam(p, betas=(0.9, 1.2)), r"Adam: beta2 = 1.2 is not valid; it must be a number from 0 up to"),
+    (lambda p: Adam(p, eps=float("nan")), "Adam: eps = nan is not valid"),
+])
+def test_optimizers_refuse_the_settings_pytorch_refuses(make, message):
+    with pytest.raises(ValueError, match=message):
+        make([Tensor(np.ones(2), requires_grad=True)])
+
+
+def test_an_optimizer_given_one_tensor_says_to_pass_a_list():
+    with pytest.raises(TypeError, match=r"params must be a list of tensors .* write \[w\]"):
+        SGD(Tensor(np.ones((2, 2)), requires_grad=True), lr=0.1)
+
+
+def test_these_habits_match_torch():
+    torch = pytest.importorskip("torch")
+    data = rng.standard_normal((2, 3))
+    assert Tensor(data).sum(dim=()).item() == pytest.approx(torch.tensor(data).sum(dim=()).item(), rel=1e-15)
+    assert bool(Tensor([0.0])) == bool(torch.tensor([0.0]))
+    np.testing.assert_allclose((2 ** Tensor(data)).data, (2 ** torch.tensor(data)).numpy(), rtol=1e-14)
+    assert tuple(Tensor(np.zeros((0, 3))).mean(dim=1).shape) == tuple(torch.zeros(0, 3).mean(dim=1).shape)
+    with pytest.raises(ValueError):
+        torch.optim.Adam([torch.ones(2, requires_grad=True)], betas=(0.9, 1.2))
+
+
+def test_a_module_finds_parameters_held_in_a_dict():
+    class Heads(haaw.nn.Module):
+        def __init__(self):
+            self.by_name = {"a": Linear(2, 2, seed=0), "b": Tensor(np.ones(2), requires_grad=True)}
+
+    names = [name for name, _ in Heads().named_parameters()]
+    assert names == ["by_name.a.weight", "by_name.a.bias", "by_name.b"]
+
+
+def test_dtypes_combine_as_documented_in_the_sheet():
+    f32, scalar64 = Tensor(np.ones(2, dtype=np.float32)), Tensor(np.float64(2.0))
+    assert (f32 * scalar64).dtype == np.float64  # NumPy's rule (PyTorch: float32)
+    assert (f32 * 2.0).dtype == np.float32 and (Tensor([1, 2]) * 0.5).dtype == np.float64  # PyTorch's rule for numbers
