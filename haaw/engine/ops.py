@@ -164,7 +164,7 @@ def div(ctx, a, b):
 
 
 defvjp(div, lambda ctx, g: unbroadcast(g / ctx.b, ctx.a.shape),
-            lambda ctx, g: unbroadcast(-g * ctx.a / (ctx.b * ctx.b), ctx.b.shape))
+            lambda ctx, g: unbroadcast(-(g * (ctx.a / ctx.b)) / ctx.b, ctx.b.shape))  # b·b would under- or overflow
 
 
 def pow(ctx, a, exponent):
@@ -250,7 +250,8 @@ def relu(ctx, a):
     return out
 
 
-defvjp(relu, lambda ctx, g: g * (ctx.out > 0))  # the output is positive exactly where the input was
+# the output is positive exactly where the input was; nan passes the gradient on, as in PyTorch
+defvjp(relu, lambda ctx, g: g * ~(ctx.out <= 0))
 
 
 def sigmoid(ctx, a):

@@ -122,6 +122,10 @@ def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
     """
     if approximate != "tanh":
         raise ValueError(f"gelu: haaw implements approximate='tanh' only, got {approximate!r}")
+    if x.data.dtype.kind == "f" and x.data.dtype.itemsize < 4 or x.data.dtype.kind == "V":
+        # in 16 bits, x³ overflows from |x| ≈ 40 (fp16) and its gradient becomes 0 · inf = nan: compute in
+        # float32 and round the result, as PyTorch does
+        return gelu(x.to(np.float32)).to(x.data.dtype)
     inner = (x + x**3 * 0.044715) * float(np.sqrt(2 / np.pi))
     return x * (inner.tanh() + 1.0) * 0.5
 

@@ -402,3 +402,34 @@ def test_the_table_s_functions_called_with_their_defaults_act_like_pytorch_s(nam
     out = OPS[name].forward(Context(), *inputs)
     assert np.shape(out) == np.shape(expected)
     np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def test_division_s_gradient_neither_underflows_nor_loses_digits_in_float16():
+    a, b = Tensor(1e-200, requires_grad=True), Tensor(1e-200, requires_grad=True)
+    (a / b).backward()
+    assert b.grad == pytest.approx(-1e200, rel=1e-12)  # -a / b², formed without b² (which is 0 here)
+    for value in (5e-3, 2e-3, 7e-4):  # b² is subnormal in fp16 below about 8e-3
+        a, b = Tensor(np.float16(1e-4), requires_grad=True), Tensor(np.float16(value), requires_grad=True)
+        (a / b).backward()
+        exact = -float(np.float16(1e-4)) / float(np.float16(value)) ** 2
+        assert abs(float(b.grad) - exact) <= 2e-3 * abs(exact)  # fp16's own rounding, not 1%
+
+
+def test_relu_passes_the_gradient_of_a_nan_on_as_pytorch_does():
+    x = Tensor(np.array([np.nan, -1.0, 2.0]), requires_grad=True)
+    x.relu().sum().backward()
+    np.testing.assert_array_equal(x.grad, [1.0, 0.0, 1.0])
+
+
+def test_gelu_in_16_bits_neither_overflows_nor_gives_a_nan_gradient():
+    import haaw.nn.functional as F
+    from haaw.amp import dtype
+
+    for name in ("float16", "bfloat16"):
+        x = Tensor(np.array([40000.0, 1.0, -3.0]).astype(dtype(name)), requires_grad=True)
+        y = F.gelu(x)
+        y.sum().backward()
+        assert y.data.dtype == dtype(name) and np.all(np.isfinite(y.data.astype(np.float64)))
+        wide = Tensor(np.array([40000.0, 1.0, -3.0]), requires_grad=True)  # the same in float64
+        F.gelu(wide).sum().backward()
+        np.testing.assert_allclose(x.grad.astype(np.float64), wide.grad, rtol=2e-2, atol=3e-3)
