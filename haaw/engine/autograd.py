@@ -64,6 +64,10 @@ def backward(root, seed, on_step=None) -> list:
             contributions = node._vjp(upstream)
             for parent, contribution in zip(parents, contributions):
                 if contribution is not None:
+                    if not parent._parents and (contribution is upstream or contribution.base is not None):
+                        # a leaf keeps an array of its own: upstream itself (x + y passes it on to both) or a view
+                        # of it would make x.grad the very array of another tensor's .grad
+                        contribution = contribution.copy()
                     parent._add_grad(contribution)
         if on_step is not None:
             on_step(node, upstream, contributions)

@@ -233,6 +233,12 @@ def _dims(t: "Tensor", dim, axis, what: str):
     return normal if t.ndim else None
 
 
+def _numpy_extras(what: str, dtype, out) -> None:
+    """np.sum(t), np.mean(t) and np.max(t) call t.sum(axis=..., dtype=None, out=None): accept them unused."""
+    if dtype is not None or out is not None:
+        raise TypeError(f"{what}: haaw takes no dtype= or out= (convert with .to(dtype) first)")
+
+
 def _keep(keepdim, keepdims) -> bool:
     return bool(keepdim if keepdims is None else keepdims)
 
@@ -476,14 +482,17 @@ class Tensor:
     def sigmoid(self):
         return apply("sigmoid", self)
 
-    def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
+        _numpy_extras("sum", dtype, out)
         return apply("sum", self, dim=_dims(self, dim, axis, "sum"), keepdim=_keep(keepdim, keepdims))
 
-    def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
+        _numpy_extras("mean", dtype, out)
         return apply("mean", self, dim=_dims(self, dim, axis, "mean"), keepdim=_keep(keepdim, keepdims))
 
-    def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
         """The largest entries (values only: PyTorch's ``max(dim)`` also returns their indices)."""
+        _numpy_extras("max", dtype, out)
         return apply("max", self, dim=_dims(self, dim, axis, "max"), keepdim=_keep(keepdim, keepdims))
 
     def softmax(self, dim=-1, *, axis=None):

@@ -149,3 +149,23 @@ def test_dtypes_combine_as_documented_in_the_sheet():
     f32, scalar64 = Tensor(np.ones(2, dtype=np.float32)), Tensor(np.float64(2.0))
     assert (f32 * scalar64).dtype == np.float64  # NumPy's rule (PyTorch: float32)
     assert (f32 * 2.0).dtype == np.float32 and (Tensor([1, 2]) * 0.5).dtype == np.float64  # PyTorch's rule for numbers
+
+
+def test_numpy_s_reductions_take_a_tensor():
+    t = Tensor([1.0, 2.0, 4.0], requires_grad=True)
+    np.sum(t).backward()  # NumPy calls t.sum(axis=None, dtype=None, out=None): a Tensor, with its gradient
+    assert list(t.grad) == [1.0, 1.0, 1.0] and np.mean(t).item() == pytest.approx(7 / 3) and np.max(t).item() == 4.0
+    with pytest.raises(TypeError, match="sum: haaw takes no dtype= or out="):
+        t.sum(dtype=np.float32)
+
+
+def test_every_leaf_keeps_a_gradient_array_of_its_own():
+    a, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=True)
+    s = a + b
+    (s.reshape(2, 1) * 1.0).sum().backward()
+    a.grad[0] = 99.0  # the learner edits one gradient in place
+    assert list(b.grad) == [1.0, 1.0] and list(s.grad) == [1.0, 1.0]  # no other gradient moved
+    x = Tensor(np.ones((2, 3)), requires_grad=True)
+    y = x.reshape(3, 2)
+    y.sum().backward()
+    assert not np.shares_memory(x.grad, y.grad)
