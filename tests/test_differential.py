@@ -1,0 +1,252 @@
+"""Differential tests against PyTorch: random programs run in haaw and in torch (float64), compared.
+
+Each property draws a small program (a few operations over a few tensors), runs it once with haaw and
+once with torch, and compares what comes out: the forward values, the gradient of every leaf, and
+errors (where haaw refuses on purpose, docs/pytorch.md says so and the property accepts the refusal, never
+a different number). The examples are drawn from a fixed seed and kept few, so the suite's time barely
+moves; each property names the bugs it was written to find.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import haaw
+import haaw.nn.functional as F
+from haaw import Tensor
+from haaw.amp import DynamicLossScaler, MasterWeights
+from haaw.optim import SGD, Adam
+
+torch = pytest.importorskip("torch")
+
+FEW = settings(max_examples=40, derandomize=True, deadline=None, database=None,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SHAPES = [(), (3,), (2, 3), (0, 3), (2, 1, 3)]
+
+# --- a tiny interpreter: the same program for both libraries ----------------------------------------------
+UNARY = {
+    "exp": lambda x: x.exp(), "tanh": lambda x: x.tanh(), "sigmoid": lambda x: x.sigmoid(),
+    "relu": lambda x: x.relu(), "square": lambda x: x * x, "neg": lambda x: -x, "two_to": lambda x: 2 ** x,
+    "sum_all": lambda x: x.sum(), "sum_last": lambda x: x.sum(dim=-1) if x.ndim else x,
+    "sum_keep": lambda x: x.sum(dim=0, keepdim=True) if x.ndim else x,
+    "mean_last": lambda x: x.mean(dim=-1) if x.ndim and x.shape[-1] else x,
+    "softmax": lambda x: x.softmax(dim=-1) if x.ndim else x,
+    "flip": lambda x: x.transpose(0, -1) if x.ndim >= 2 else x,
+    "pick": lambda x: x[np.array([0, 0, -1])] if x.ndim and x.shape[0] else x,
+    "scale": lambda x: x * 0.5 + 1.0,
+}
+BINARY = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "div": lambda x, y: x / (y * y + 1.0),
+}
+
+
+def fits(a, b) -> bool:
+    try:
+        np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        return True
+    except ValueError:
+        return False
+
+
+def run(program, leaves):
+    """Apply the program to a pool that starts with the leaves; each step adds one tensor to the pool."""
+    pool = list(leaves)
+    for op, i, j in program:
+        x = pool[i % len(pool)]
+        if op in UNARY:
+            pool.append(UNARY[op](x))
+        else:
+            y = pool[j % len(pool)]
+            pool.append(BINARY[op](x, y) if fits(x, y) else x)
+    return pool
+
+
+def loss_of(pool, weights):
+    """Σ over every tensor made of Σ (tensor · fixed random weights): each one's gradient is checked."""
+    total = None
+    for t, w in zip(pool, weights):
+        term = (t * w).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def as_torch(x):
+    return torch.tensor(x, dtype=torch.float64, requires_grad=True)
+
+
+def compare(ours, theirs, what):
+    a = np.asarray(ours.data if isinstance(ours, Tensor) else ours, dtype=np.float64)
+    b = theirs.detach().numpy() if hasattr(theirs, "detach") else np.asarray(theirs, dtype=np.float64)
+    assert a.shape == b.shape, f"{what}: shape {a.shape} against torch's {b.shape}"
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12, err_msg=what)
+
+
+programs = st.lists(st.tuples(st.sampled_from(sorted(UNARY) + sorted(BINARY)), st.integers(0, 20),
+                              st.integers(0, 20)), min_size=1, max_size=6)
+
+
+@settings(FEW, max_examples=150)
+@given(program=programs, shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+       seed=st.integers(0, 2**16))
+def test_random_programs_give_pytorch_s_values_and_gradients(program, shapes, seed):
+    """The op table, broadcasting, reductions over dims, index arrays, 0-d and empty tensors."""
+    rng = np.random.default_rng(seed)
+    data = [rng.standard_normal(s) for s in shapes]
+    ours = run(program, [Tensor(d.copy(), requires_grad=True) for d in data])
+    theirs = run(program, [as_torch(d) for d in data])
+    weights = [rng.standard_normal(tuple(t.shape)) for t in ours]
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        compare(a, b, f"tensor {k} of {program}")
+    loss_of(ours, weights).backward()
+    loss_of(theirs, [torch.tensor(w) for w in weights]).backward()
+    for k in range(len(data)):
+        compare(ours[k].grad, theirs[k].grad, f"gradient of leaf {k} after {program}")
+
+
+@FEW
+@given(inside=programs, outside=programs, seed=st.integers(0, 2**16), checkpoint_first=st.booleans())
+def test_checkpoint_with_captured_intermediates_matches_pytorch(inside, outside, seed, checkpoint_first):
+    """A checkpointed function that uses tensors of the enclosing graph: each path counted once."""
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    rng = np.random.default_rng(seed)
+    x_data, z_data = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+
+    def build(lib_tensor, ckpt):
+        x, z = lib_tensor(x_data), lib_tensor(z_data)
+        h = run(outside, [x])[-1]  # an intermediate of the enclosing graph
+        h = h if tuple(h.shape) == (2, 3) else x * 2.0
+
+        def fn(t):
+            r = run(inside, [t, h])[-1]
+            return ((r if tuple(r.shape) == (2, 3) else t) * h).sum(dim=-1)  # captures h
+
+        c = ckpt(fn, z)
+        outer = (h * h).sum()
+        loss = c.sum() + outer if checkpoint_first else outer + c.sum()
+        return loss, x, z
+
+    loss, x, z = build(lambda d: Tensor(d.copy(), requires_grad=True), haaw.checkpoint)
+    tloss, tx, tz = build(as_torch, lambda f, t: torch_checkpoint(f, t, use_reentrant=False))
+    compare(loss, tloss, "loss")
+    loss.backward()
+    tloss.backward()
+    compare(x.grad, tx.grad, f"dL/dx, inside {inside}, outside {outside}")
+    compare(z.grad, tz.grad, f"dL/dz, inside {inside}, outside {outside}")
+
+
+@pytest.mark.parametrize("kind", ["int8", "int16", "int64", "bool"])
+@pytest.mark.parametrize("op", ["sum", "sigmoid", "exp", "mean", "plus_one", "tanh"])
+@settings(FEW, max_examples=8)
+@given(values=st.lists(st.integers(-100, 100), min_size=1, max_size=5))
+def test_integer_and_bool_tensors_give_pytorch_s_results_or_its_refusal(values, kind, op):
+    data = np.array(values).astype(kind)
+    do = {"sum": lambda t: t.sum(), "sigmoid": lambda t: t.sigmoid(), "exp": lambda t: (t * 0).exp(),
+          "mean": lambda t: t.mean(), "plus_one": lambda t: t + 1, "tanh": lambda t: t.tanh()}[op]
+    try:
+        theirs = do(torch.tensor(data))
+    except RuntimeError:  # torch refuses (mean of integers): haaw must refuse too, not answer
+        with pytest.raises(TypeError):
+            do(Tensor(data))
+        return
+    ours = do(Tensor(data))
+    # PyTorch computes in float32, haaw in float64 (docs/pytorch.md): float32's precision
+    np.testing.assert_allclose(ours.data.astype(np.float64), theirs.numpy().astype(np.float64), rtol=1e-6, atol=1e-7)
+    assert ours.data.dtype.kind in ("f" if theirs.dtype.is_floating_point else "iub")
+
+
+@FEW
+@given(pattern=st.lists(st.lists(st.booleans(), min_size=3, max_size=3), min_size=1, max_size=6),
+       which=st.sampled_from(["adam", "sgd"]), seed=st.integers(0, 2**16))
+def test_optimizers_keep_per_parameter_state_as_pytorch(pattern, which, seed):
+    """Parameters that get a gradient at some steps only: each counts its own steps and momentum."""
+    rng = np.random.default_rng(seed)
+    starts = [rng.standard_normal(2) for _ in range(3)]
+    ours = [Tensor(s.copy(), requires_grad=True) for s in starts]
+    theirs = [as_torch(s) for s in starts]
+    opt = Adam(ours, lr=0.05) if which == "adam" else SGD(ours, lr=0.05, momentum=0.9)
+    topt = torch.optim.Adam(theirs, lr=0.05) if which == "adam" else torch.optim.SGD(theirs, lr=0.05, momentum=0.9)
+    for step, gets in enumerate(pattern):
+        for o, t, g in zip(ours, theirs, gets):
+            grad = rng.standard_normal(2)
+            o.grad = grad.copy() if g else None
+            t.grad = torch.tensor(grad) if g else None
+        opt.step()
+        topt.step()
+    for k, (o, t) in enumerate(zip(ours, theirs)):
+        compare(o, t, f"parameter {k} after {pattern}")
+
+
+@FEW
+@given(frozen=st.lists(st.booleans(), min_size=2, max_size=3), overflow_at=st.sets(st.integers(0, 7), max_size=2),
+       seed=st.integers(0, 2**16))
+def test_the_scaler_with_frozen_parameters_steps_and_scales_as_pytorch(frozen, overflow_at, seed):
+    """Master weights and a dynamic scaler, some parameters without gradients, some steps overflowing."""
+    assume(not all(frozen))  # PyTorch's scaler refuses a step with no gradient at all
+    rng = np.random.default_rng(seed)
+    starts = [rng.standard_normal(2).astype(np.float16) for _ in frozen]
+    ours = [Tensor(s.copy(), requires_grad=not f) for s, f in zip(starts, frozen)]
+    master, scaler = MasterWeights(ours, "float16"), DynamicLossScaler(2.0**8, growth_interval=3)
+    theirs = [torch.tensor(s.astype(np.float32), requires_grad=not f) for s, f in zip(starts, frozen)]
+    tscaler = torch.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=3)
+    topt = torch.optim.SGD(theirs, lr=0.1)
+    tscaler.scale(torch.zeros(()))  # the scaler starts its scale on its first use
+    for step in range(8):
+        for o, t, f in zip(ours, theirs, frozen):
+            grad = rng.standard_normal(2) * (np.inf if step in overflow_at else 1.0)
+            o.grad = None if f else (grad * scaler.scale).astype(np.float16)
+            t.grad = None if f else torch.tensor(grad * tscaler.get_scale(), dtype=torch.float32)
+        master.step(scaler, lr=0.1)
+        tscaler.step(topt)
+        tscaler.update()
+        assert scaler.scale == tscaler.get_scale(), f"step {step}"
+    for k, (m, t) in enumerate(zip(master.master, theirs)):
+        np.testing.assert_allclose(m, t.detach().numpy(), rtol=1e-3, atol=1e-3, err_msg=f"parameter {k}")
+
+
+@FEW
+@given(write=st.sampled_from(["setitem", "iadd"]), seed=st.integers(0, 2**16))
+def test_a_write_of_a_tensor_that_requires_grad_gives_pytorch_s_gradient_or_is_refused(write, seed):
+    """haaw does not record in-place writes (docs/pytorch.md): it must refuse them, never lose the gradient."""
+    rng = np.random.default_rng(seed)
+    w_data = rng.standard_normal(2)
+
+    def program(lib_tensor, zeros):
+        w = lib_tensor(w_data)
+        buf = zeros()
+        if write == "setitem":
+            buf[0:2] = w * 2.0
+        else:
+            buf += w * 2.0
+        (buf * buf).sum().backward()
+        return w.grad
+
+    tgrad = program(as_torch, lambda: torch.zeros(2, dtype=torch.float64))
+    try:
+        ours = program(lambda d: Tensor(d.copy(), requires_grad=True), lambda: Tensor(np.zeros(2)))
+    except RuntimeError as refused:
+        assert "would be lost" in str(refused)
+        return
+    compare(ours, tgrad, "the written tensor's gradient")
+
+
+@FEW
+@given(picks=st.lists(st.integers(0, 3), min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_index_arrays_and_targets_changed_after_the_forward_pass_change_nothing(picks, seed):
+    """The learner reuses an index array (or the targets) after the forward pass, before backward."""
+    rng = np.random.default_rng(seed)
+    x_data, logits_data = rng.standard_normal(4), rng.standard_normal((len(picks), 4))
+    idx, targets = np.array(picks), np.array(picks)
+    x, logits = Tensor(x_data.copy(), requires_grad=True), Tensor(logits_data.copy(), requires_grad=True)
+    tx, tlogits = as_torch(x_data), as_torch(logits_data)
+    loss = (x[idx] * x[idx]).sum() + F.cross_entropy(logits, targets)
+    tloss = (tx[torch.tensor(idx)] ** 2).sum() + torch.nn.functional.cross_entropy(tlogits, torch.tensor(targets))
+    idx[:] = (idx + 1) % 4  # reused for something else
+    targets[:] = (targets + 2) % 4
+    loss.backward()
+    tloss.backward()
+    compare(x.grad, tx.grad, "dL/dx")
+    compare(logits.grad, tlogits.grad, "dL/dlogits")
