@@ -67,13 +67,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TARGETS = ["haaw/engine", "haaw/nn", "haaw/optim.py"]
+DEFAULT_TARGETS = ["haaw/engine", "haaw/nn", "haaw/optim.py", "haaw/amp.py"]
 # Every test file that runs the engine: its own tests, and those of the layers, optimizers, tools, course
 # props, claims and the PyTorch sheet. Left out: the notebooks (run by nbval), the browser, the benchmarks,
-# and the files that only read notebooks' text, the memory check of notebook runs, or binder's pins.
+# and the files that only read notebooks' text, the memory check of notebook runs, binder's pins, or the CPU
+# profiles' notebook runs.
 DEFAULT_TESTS = ["tests"]
 DEFAULT_IGNORE = ["tests/test_notebooks.py", "tests/test_in_jupyterlab.py", "tests/test_benchmarks.py",
-                  "tests/test_notebook_text.py", "tests/test_memory_budget.py", "tests/test_binder.py"]
+                  "tests/test_notebook_text.py", "tests/test_memory_budget.py", "tests/test_binder.py",
+                  "tests/test_cpu_profiles.py"]
 PYTEST_FLAGS = ["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:nbval", "-p", "no:benchmark",
                 "-m", "not browser", "-rfE", "--no-header"]
 PLUGIN = "mutation_plugin"
