@@ -68,3 +68,41 @@ def test_the_instructor_guide_covers_every_notebook_with_measured_times():
             assert f"`{key}`" in generated, f"{key} is missing from the guide"
     for plan in ("3-hour workshop", "full day", "If Binder is down", "HAAW_SOLUTIONS=off"):
         assert plan in guide
+
+
+def test_a_binder_session_runs_the_student_edition_with_solutions_off(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    start = ROOT / "binder/start"
+    assert start.stat().st_mode & 0o111, "binder/start must be executable"
+    shown = subprocess.run([str(start), sys.executable, "-c", "import os; print(os.environ['HAAW_SOLUTIONS'])"],
+                           capture_output=True, text=True, check=True).stdout
+    assert shown.strip() == "off"
+    # postBuild in a copy of the repository, with pip stubbed out (haaw is installed already here)
+    repo, home, bin_dir = tmp_path / "repo", tmp_path / "home", tmp_path / "bin"
+    shutil.copytree(ROOT / "notebooks", repo / "notebooks")
+    shutil.copytree(ROOT / "binder", repo / "binder")
+    bin_dir.mkdir()
+    (bin_dir / "pip").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "pip").chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {**os.environ, "HOME": str(home), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run(["bash", str(repo / "binder/postBuild")], cwd=repo, env=env, check=True, capture_output=True)
+    notebooks = sorted((repo / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert len(notebooks) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    for path in notebooks:
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        assert 'os.environ["HAAW_SOLUTIONS"] = "off"' in "".join(cells[0]["source"]), path.name
+        for cell in cells:
+            if re.search(r"\bcheck\(\s*[\"']", "".join(cell["source"])):  # an exercise's check
+                assert cell["outputs"] == [], f"{path.name}: an exercise's stored output is left"
+    config = json.loads((home / ".jupyter/jupyter_server_config.json").read_text())
+    from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+    from traitlets.config import Config
+
+    manager = AsyncMappingKernelManager(config=Config(config))
+    assert manager.cull_idle_timeout == 1200 and manager.cull_connected and not manager.cull_busy
