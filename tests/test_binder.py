@@ -106,3 +106,16 @@ def test_a_binder_session_runs_the_student_edition_with_solutions_off(tmp_path):
 
     manager = AsyncMappingKernelManager(config=Config(config))
     assert manager.cull_idle_timeout == 1200 and manager.cull_connected and not manager.cull_busy
+
+
+def test_the_licences_are_in_place_and_named_in_the_package():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT AND CC-BY-4.0"
+    for name in project["license-files"]:
+        assert (ROOT / name).is_file(), name
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert "Creative Commons Attribution 4.0 International Public License" in (ROOT / "LICENSE-CC-BY-4.0.txt").read_text()
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in citation and f'version: "{project["version"]}"' in citation
