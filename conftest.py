@@ -24,6 +24,8 @@ import pytest
 # one thread each, in this process and in every kernel and process it starts.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# Kernels under test keep no learner progress file beside the notebooks (tests that need one name their own).
+os.environ.setdefault("HAAW_PROGRESS", "off")
 try:
     from threadpoolctl import threadpool_limits
 

@@ -1,4 +1,5 @@
-"""Exercises with instant, targeted feedback: ``check(key, answer)``, ``hint(key)``, ``solution(key)``.
+"""Exercises with instant, targeted feedback: ``check(key, answer)``, ``hint(key)``, ``solution(key)``; and
+``progress()``, the table of what you solved, kept in a file that survives a restart.
 
 An answer is a number, an array, a few words, or, for code exercises, your function itself;
 ``yours(...)`` then runs a function that passed inside the engine.
@@ -6,5 +7,6 @@ An answer is a number, an array, a few words, or, for code exercises, your funct
 from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09, nb10  # noqa: F401  (registers the exercises)
 from .code import pick, passed, yours
 from .core import REGISTRY, Feedback, check, hint, solution
+from .progress import progress
 
-__all__ = ["REGISTRY", "Feedback", "check", "hint", "passed", "pick", "solution", "yours"]
+__all__ = ["REGISTRY", "Feedback", "check", "hint", "passed", "pick", "progress", "solution", "yours"]

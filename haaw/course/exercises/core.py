@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .progress import record
+
 CORRECT, WRONG, NOT_ATTEMPTED, UNREADABLE = "correct", "wrong", "not attempted", "unreadable"
 
 
@@ -161,11 +163,16 @@ def _same_number(number: float, answer, expected: float, rtol: float) -> bool:
 
 
 def check(key, answer) -> Feedback:
-    """Say whether ``answer`` solves exercise ``key``, and if not, what probably went wrong."""
+    """Say whether ``answer`` solves exercise ``key``, and if not, what probably went wrong.
+
+    A verdict on a real attempt (correct or wrong) is also written to the progress file (``progress.py``)."""
     try:
-        return _check(key, answer)
+        feedback = _check(key, answer)
     except Exception as err:  # a checker must never be the thing that crashes
         return Feedback(UNREADABLE, f"Could not read that answer ({type(err).__name__}). Try a plain number or array.")
+    if feedback.status in (CORRECT, WRONG) and key in REGISTRY:
+        record(key, feedback.status)
+    return feedback
 
 
 def _check(key, answer) -> Feedback:
