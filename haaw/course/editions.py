@@ -2,11 +2,12 @@
 
     python -m haaw.course.editions student OUT_DIR [--notebooks DIR]
 
-A student edition is the same notebooks with two differences: ``solution(...)`` is switched off (the
-first code cell sets HAAW_SOLUTIONS=off; ``hint(...)`` still works, tier by tier), and every
-exercise cell's stored output is cleared, so nothing is shown before the learner runs it. For graded
-use on a shared JupyterHub, also set HAAW_SOLUTIONS=off in the hub's environment: a learner can edit
-a notebook's first cell, not the server's environment.
+A student edition is the same notebooks with these differences: ``solution(...)`` is switched off (the
+first code cell sets HAAW_SOLUTIONS=off; ``hint(...)`` still works, tier by tier) and the text no longer
+points at it; every exercise cell's stored output is cleared, so nothing is shown before the learner
+runs it; and so is every later cell's output that would give away a number an exercise asks for. On a shared
+JupyterHub, also set HAAW_SOLUTIONS=off in the hub's environment. Neither is a lock: a learner can set the
+variable back in a cell, and the course's code is installed with it (the instructor guide says so).
 """
 from __future__ import annotations
 
@@ -17,10 +18,63 @@ from pathlib import Path
 
 SWITCH = 'import os\nos.environ["HAAW_SOLUTIONS"] = "off"  # student edition: solution(...) is switched off\n'
 EXERCISE = re.compile(r"\bcheck\(\s*[\"']")
+KEY = re.compile(r"""\bcheck\(\s*["']([^"']+)""")
+
+
+# "`hint("k")` nudges, `solution("k")` shows one way to write it." → "`hint("k")` nudges.": solution() is off
+POINTER = re.compile(r"""(`hint\("[^"]+"\)`\s*)(gives a nudge \(ask again for more\)|nudges),\s*`solution\("[^"]+"\)`"""
+                     r"""\s*(?:the worked answer|shows one way to write it)\.""")
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _significant(token: str) -> int:
+    mantissa = token.lstrip("-").replace(",", "").lower().split("e")[0]
+    digits = mantissa.replace(".", "").lstrip("0")
+    return max(len(digits) if "." in mantissa else len(digits.rstrip("0")), 1)
+
+
+def _reveals(text: str, answer: float) -> bool:
+    """Does a number in ``text`` give ``answer`` away: equal to it at the digits the number shows?"""
+    if not answer:
+        return False
+    for token in NUMBER.findall(text):
+        digits = _significant(token)
+        try:
+            value = float(token.replace(",", ""))
+        except ValueError:
+            continue
+        if float(f"{value:.{digits - 1}e}") == float(f"{answer:.{digits - 1}e}") and (digits >= 2 or abs(answer) >= 10):
+            return True
+    return False
+
+
+def _numeric_answer(key: str):
+    from .exercises import REGISTRY
+    from .exercises.code import CodeExercise
+
+    ex = REGISTRY.get(key)
+    if ex is None or isinstance(ex, CodeExercise) or ex.choices or not isinstance(ex.answer, (int, float)):
+        return None
+    return float(ex.answer)
+
+
+def _output_text(cell) -> str:
+    return "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                   for o in cell.get("outputs", []))
 
 
 def student_notebook(nb):
     """A student copy of the notebook object ``nb`` (nbformat), changed in place and returned."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = POINTER.sub(r"\1\2.", cell.source)
+    asked = []  # the numeric answers of the exercises met so far
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if any(_reveals(_output_text(cell), answer) for answer in asked):
+            cell.outputs, cell.execution_count = [], None  # run it to see: after you have answered
+        asked += [a for a in map(_numeric_answer, KEY.findall(cell.source)) if a is not None]
     code = [c for c in nb.cells if c.cell_type == "code"]
     if code and SWITCH not in code[0].source:
         first = code[0].source
