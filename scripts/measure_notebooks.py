@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 import nbformat
 from nbclient import NotebookClient
 
@@ -95,9 +97,9 @@ def _short(value) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     try:
-        return f"{float(value):g}"
+        return f"{float(value):.10g}"  # enough digits to tell 0.99951171875 from 0.9995
     except (TypeError, ValueError):
-        return "an array"
+        return " ".join(np.array2string(np.asarray(value), precision=4, separator=", ").split())
 
 
 def main(argv=None) -> int:

@@ -86,6 +86,7 @@ def test_a_binder_session_runs_the_student_edition_with_solutions_off(tmp_path):
     repo, home, bin_dir = tmp_path / "repo", tmp_path / "home", tmp_path / "bin"
     shutil.copytree(ROOT / "notebooks", repo / "notebooks")
     shutil.copytree(ROOT / "binder", repo / "binder")
+    shutil.copytree(ROOT / "docs", repo / "docs")
     bin_dir.mkdir()
     (bin_dir / "pip").write_text("#!/bin/sh\nexit 0\n")
     (bin_dir / "pip").chmod(0o755)
@@ -100,6 +101,7 @@ def test_a_binder_session_runs_the_student_edition_with_solutions_off(tmp_path):
         for cell in cells:
             if re.search(r"\bcheck\(\s*[\"']", "".join(cell["source"])):  # an exercise's check
                 assert cell["outputs"] == [], f"{path.name}: an exercise's stored output is left"
+    assert not (repo / "docs/answer-key.md").exists() and (repo / "docs/instructor-guide.md").exists()
     config = json.loads((home / ".jupyter/jupyter_server_config.json").read_text())
     from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
     from traitlets.config import Config
@@ -119,3 +121,16 @@ def test_the_licences_are_in_place_and_named_in_the_package():
     assert "Creative Commons Attribution 4.0 International Public License" in (ROOT / "LICENSE-CC-BY-4.0.txt").read_text()
     citation = (ROOT / "CITATION.cff").read_text()
     assert "cff-version: 1.2.0" in citation and f'version: "{project["version"]}"' in citation
+
+
+def test_the_answer_key_is_written_from_the_exercises_and_complete():
+    from haaw.course.answer_key import render
+    from haaw.course.exercises import REGISTRY
+
+    key = (ROOT / "docs/answer-key.md").read_text()
+    assert key == render(), "run: python -m haaw.course.answer_key docs/answer-key.md"
+    for name, ex in REGISTRY.items():
+        assert f"### `{name}`" in key
+        if hasattr(ex, "reference"):
+            assert f"def {ex.reference.__name__}(" in key or f"class {ex.reference.__name__}(" in key, name
+    assert "an array, an array" not in (ROOT / "docs/instructor-guide.md").read_text()
