@@ -1,5 +1,7 @@
 """Every code exercise: its reference passes, each named mistake is diagnosed by name, and no input
 (code that raises, loops, recurses or returns garbage) makes a checker raise."""
+import inspect
+import textwrap
 import _thread
 import contextlib
 import signal
@@ -428,3 +430,19 @@ def test_a_limit_inside_another_stops_its_own_block_and_lets_the_enclosing_one_s
                 pytest.fail("the enclosing limit's time-out was taken for the inner one's")
     inner._timer.join(1)  # and the inner limit, left by the outer's time-out, never fires
     assert not inner._timer.is_alive() and not inner._fired
+
+
+def test_no_hint_is_the_solution_s_code():
+    """Hints help, one tier at a time; the solution stays with solution(), which a student edition switches off."""
+    import ast
+
+    for key, ex in REGISTRY.items():
+        if not hasattr(ex, "reference"):
+            continue
+        body = ast.parse(textwrap.dedent(inspect.getsource(ex.reference))).body[0]
+        returns = [ast.unparse(node.value) for node in ast.walk(body) if isinstance(node, ast.Return) and node.value]
+        for hint_text in ex.hints:
+            compact = hint_text.replace(" ", "")
+            assert "return" not in hint_text or not any(r.replace(" ", "") in compact for r in returns), (key, hint_text)
+            for r in returns:
+                assert len(r) < 12 or r.replace(" ", "") not in compact, (key, r, hint_text)

@@ -117,7 +117,8 @@ register(CodeExercise(
                 lambda a, b: (a * b, (a * b, a * b))),
     ],
     hints=("Nudge a by a tiny ε: (a + ε)·b = a·b + ε·b. How much did the output move per unit of ε?",
-           "d(a·b)/da = b and d(a·b)/db = a: return a * b, (b, a)."),
+           "Each input's derivative is the other input (b for a, a for b). Return the product first, then the pair "
+           "of derivatives in the order of the inputs."),
 ))
 
 register(CodeExercise(
@@ -157,5 +158,6 @@ register(CodeExercise(
                 lambda a, n: (a**n, ((n - 1) * a ** (n - 1),))),
     ],
     hints=("The power rule: the exponent comes down in front, and the new exponent is one less.",
-           "d(aⁿ)/da = n · a**(n − 1): return a ** n, (n * a ** (n - 1),)"),
+           "d(aⁿ)/da = n · aⁿ⁻¹. In Python, put n − 1 in brackets inside the power, and return the one derivative in a "
+           "tuple of one: (d,)."),
 ))

@@ -146,8 +146,9 @@ register(CodeExercise(
            "b (m,). Which products of X, W and G have those shapes?",
            "dL/dW[i, j] = Σ_b X[b, i]·G[b, j] (sum over the rows), dL/dX[b, i] = Σ_j G[b, j]·W[i, j], and "
            "dL/db[j] = Σ_b G[b, j].",
-           "dX = G @ W.T, dW = X.T @ G, db = G.sum(axis=0). For a batch of sequences, reshape X and G to rows "
-           "(X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])) before the last two."),
+           "Each of those sums is one matrix product (with one operand transposed) or one sum over an axis. For a "
+           "batch of sequences, reshape X and G to rows first (X.reshape(-1, X.shape[-1]), G.reshape(-1, "
+           "G.shape[-1])) for dW and db."),
 ))
 
 

@@ -104,7 +104,8 @@ register(CodeExercise(
                 lambda y, G: G * y * (1 - y)),
     ],
     hints=("The chain rule: dL/dx = dL/dy · dy/dx, elementwise. What is dy/dx for y = tanh(x), written with y?",
-           "tanh'(x) = 1 − tanh(x)² = 1 − y²: return G * (1 - y * y)."),
+           "tanh'(x) = 1 − tanh(x)², and y already is tanh(x): write the slope with y alone, then multiply it "
+           "elementwise by G (into a new array, not into G)."),
 ))
 
 register(CodeExercise(
@@ -131,7 +132,8 @@ register(CodeExercise(
                 lambda y, G: (y > 0).astype(G.dtype)),
     ],
     hints=("Where was the unit active? There the slope is 1 and G passes through; elsewhere it is 0.",
-           "return G * (y > 0)"),
+           "A comparison of y with 0 gives a True/False mask of the active units; G times that mask keeps G there "
+           "and puts 0 elsewhere."),
 ))
 
 

@@ -210,7 +210,9 @@ register(CodeExercise(
                 "for nothing: a Tensor on ctx keeps its array alive. Keep x alone.",
                 _KeepsTheOutput),
     ],
-    hints=("Forward: `with no_grad(): out = fn(Tensor(x))`; keep fn and x on ctx; return out.data.",
-           "Backward: x = Tensor(ctx.x, requires_grad=True); again = ctx.fn(x); again.backward(g); "
-           "return None, x.grad."),
+    hints=("Forward: run fn on x without recording anything (no_grad), keep on ctx only what backward needs to "
+           "run it again, and return the result as a NumPy array (its .data).",
+           "Backward: make a fresh Tensor from the saved input, one that requires a gradient; run fn on it again, "
+           "recorded this time; send g back through that result; return one gradient per argument of forward "
+           "(fn has none)."),
 ))

@@ -112,5 +112,6 @@ register(CodeExercise(
                 _adam_variant(carry=False)),
     ],
     hints=("Four lines: m, v, the two corrected means, then p. t starts at 1.",
-           "m̂ = m / (1 − beta1**t), v̂ = v / (1 − beta2**t), p − lr · m̂ / (np.sqrt(v̂) + eps)."),
+           "Both means started at 0, so divide each by 1 − β to the power t (its own β). The step is lr times the "
+           "corrected mean over the square root of the corrected mean square, with eps added after the root."),
 ))
