@@ -57,6 +57,7 @@ def main():
                                                    backoff_factor=0.25), [False, False, True, False, False, False]),
         ("PyTorch's defaults: 65536, interval 2000", dict(init_scale=65536.0, growth_interval=2000),
          [True, True] + [False] * 2001),
+        ("overflows that take the scale below 1", dict(init_scale=2.0, growth_interval=3), [True] * 5 + [False] * 4),
     ]
     gradscaler = []
     for label, options, found_inf in patterns:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import numpy as np
+
 SLOTS: dict[str, str] = {}  # slot name -> what the function receives and returns
 _installers: dict = {}  # slot name -> install(fn), returning a function that undoes it
 active: dict = {}  # slot name -> the function in use right now (read where a slot is consulted)
@@ -37,6 +39,7 @@ def use(**implementations):
     undo, previous = [], dict(active)
     try:
         for name, fn in implementations.items():
+            fn = _inputs_read_only(name, fn)
             active[name] = fn
             if name in _installers:
                 undo.append(_installers[name](fn))
@@ -46,6 +49,38 @@ def use(**implementations):
             restore()
         active.clear()
         active.update(previous)
+
+
+def _read_only_view(value):
+    """A read-only view of an array (the engine's array itself stays writable), also inside a list or tuple."""
+    if isinstance(value, np.ndarray):
+        view = value.view()
+        view.flags.writeable = False
+        return view
+    if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_read_only_view(v) for v in value)
+    return value
+
+
+def _inputs_read_only(name: str, fn):
+    """``fn`` receiving read-only views of the engine's arrays: an in-place change of an input (``G *= ...``)
+    is refused at its line instead of changing a gradient another operation still needs."""
+    if isinstance(fn, type):  # a class (a custom Function): the engine calls its methods, not it
+        return fn
+
+    def guarded(*args, **kwargs):
+        try:
+            return fn(*map(_read_only_view, args), **{k: _read_only_view(v) for k, v in kwargs.items()})
+        except ValueError as err:
+            if "read-only" not in str(err):
+                raise
+            raise RuntimeError(f"your {getattr(fn, '__name__', name)} (in the engine's {name!r} slot) changed one "
+                               "of its inputs in place: the engine hands it its own arrays, which other operations "
+                               "still need. Make a new array (G = G * ...), not G *= ... or G[...] = ...") from err
+
+    guarded.__name__ = getattr(fn, "__name__", name)
+    guarded.__wrapped__ = fn
+    return guarded
 
 
 def swap(owner, attribute: str, replacement):

@@ -181,8 +181,21 @@ class _TimeLimit:
 
 
 def _copies(args):
-    """Fresh copies of the arrays in ``args``, so that code which changes its inputs changes nothing else."""
-    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+    """Read-only copies of the arrays in ``args`` (and in lists or tuples among them), as the engine hands its
+    own arrays to your code (``haaw.use``): code that changes an input in place fails here at once, at its line,
+    instead of passing its check and then corrupting the engine's arrays in a later cell."""
+    return tuple(read_only(a) for a in args)
+
+
+def read_only(value):
+    """A read-only copy of an array, or of the arrays in a list or tuple; anything else as it is."""
+    if isinstance(value, np.ndarray):
+        copy = value.copy()
+        copy.flags.writeable = False
+        return copy
+    if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
+        return type(value)(read_only(v) for v in value)
+    return value
 
 
 class LearnerError(Exception):
@@ -216,6 +229,10 @@ def _call(fn, args, what: str):
                            "A recursive walk fails on a long chain of nodes: use a loop with an explicit stack or list.") from None
     except Exception as err:  # the learner's code raised: show their line, not ours
         where = _learner_line(err.__traceback__)
+        if isinstance(err, ValueError) and "read-only" in str(err):
+            raise LearnerError(f"{what} changes one of its inputs in place" + (f", at {where}" if where else "") +
+                               ". The arrays it receives are the engine's own (a gradient another operation still "
+                               "needs): make a new array instead, G = G * ..., not G *= ... or G[...] = ...") from None
         raise LearnerError(f"{what} raised {type(err).__name__}: {err}" + (f"\n  at {where}" if where else "")) from None
 
 

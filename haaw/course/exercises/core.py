@@ -195,11 +195,15 @@ def _check(key, answer) -> Feedback:
     number, problem = _as_number(answer)
     if problem:
         return Feedback(UNREADABLE, problem)
-    if _same_number(number, answer, float(ex.answer), ex.rtol):
+    expected = float(ex.answer)
+    counted = expected.is_integer() and (number.is_integer() or abs(expected) >= 1e6)  # a count: exact only
+    if number == expected or (not counted and _close(number, expected, ex.rtol)):
         return Feedback(CORRECT, f"Correct: {_show(number)}.")
-    for wrong, why in ex.mistake_pairs():
+    for wrong, why in ex.mistake_pairs():  # a named mistake first: "2.00" is the mistake 2, not 2.002 rounded
         if _close(number, float(wrong), ex.rtol):
             return Feedback(WRONG, f"Not quite: {_show(number)}. {why}")
+    if _same_number(number, answer, expected, ex.rtol):
+        return Feedback(CORRECT, f"Correct: {_show(number)}.")
     if _close(number, -float(ex.answer), ex.rtol):
         return Feedback(WRONG, f"Not quite: {_show(number)}. The size is right but the sign is not: check it.")
     return Feedback(WRONG, f"Not quite: {_show(number)} is not it. Try hint({ex.key!r}).")

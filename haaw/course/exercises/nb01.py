@@ -131,7 +131,9 @@ register(CodeExercise(
     # n·aⁿ⁻¹ agree, and so do aⁿ⁻¹ and (n − 1)·aⁿ⁻¹; at a = 2, n = 3, 2·a and aⁿ⁻¹ agree)
     cases=lambda: [Case("hand-checkable: 4 cubed", (4.0, 3.0)), Case("6 squared", (6.0, 2.0)),
                    Case("a square root", (4.0, 0.5)), Case("a negative exponent", (2.0, -1.0)),
-                   Case("a negative base", (-3.0, 2.0))],
+                   Case("a negative base", (-3.0, 2.0)),
+                   Case("a = 0: the slope of a cube there is 0", (0.0, 3.0),
+                        note="n·aⁿ/a equals n·aⁿ⁻¹ everywhere but at a = 0, where it divides by zero")],
     outputs=("aⁿ", "d(aⁿ)/da"),
     run=_value_and_locals(1),
     slot="pow",

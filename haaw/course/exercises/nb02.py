@@ -56,9 +56,11 @@ register(Exercise(
 
 
 # --- code exercise: backward for the scalar engine ---------------------------------------------------
+import contextlib  # noqa: E402
+
 import numpy as np  # noqa: E402
 
-from ...engine import Value  # noqa: E402
+from ...engine import Value, autograd  # noqa: E402
 from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
@@ -165,8 +167,25 @@ def _reused_intermediate():
 
 def _grads(fn, build):
     root, watched = build()
-    fn(root)
+    with _own_walk_only():
+        fn(root)
     return np.array([node.grad for node in watched], dtype=np.float64)
+
+
+@contextlib.contextmanager
+def _own_walk_only():
+    """While the checked function runs, the engine's own backward refuses to: calling it is not writing it."""
+    def refuse(*args, **kwargs):
+        raise LearnerError("it calls the engine's own backward (root.backward(), or the backward or topological_order "
+                           "of haaw.engine.autograd): this exercise is to write that walk yourself, with a loop over a "
+                           "topological order")
+
+    engine = autograd.backward, autograd.topological_order
+    autograd.backward = autograd.topological_order = refuse
+    try:
+        yield
+    finally:
+        autograd.backward, autograd.topological_order = engine
 
 
 register(CodeExercise(

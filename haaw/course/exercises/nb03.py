@@ -172,7 +172,11 @@ def _unbroadcast_cases():
              Case("down to a single number, shape ()", (g, ())),
              Case("random: (2, 4, 3) down to (4, 1)", (rng.standard_normal((2, 4, 3)), (4, 1))),
              Case("random: (5, 1, 6) down to (1, 1, 6)", (rng.standard_normal((5, 1, 6)), (1, 1, 6))),
-             Case("float32: (3, 2, 4) down to (2, 1)", (rng.standard_normal((3, 2, 4)).astype(np.float32), (2, 1)))]
+             Case("float32: (3, 2, 4) down to (2, 1)", (rng.standard_normal((3, 2, 4)).astype(np.float32), (2, 1))),
+             Case("two stretched axes: (3, 4, 5) down to (1, 4, 1)", (rng.standard_normal((3, 4, 5)), (1, 4, 1)),
+                  note="both axes of length 1 were stretched: each must be summed, not only the first"),
+             Case("an added axis and a stretched one: (2, 3, 4, 5) down to (3, 1, 5)",
+                  (rng.standard_normal((2, 3, 4, 5)), (3, 1, 5)))]
     return cases
 
 

@@ -155,7 +155,10 @@ def _attention_cases():
             Case("a fully masked query (row 2)", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (empty, rng.standard_normal((4, 3))),
                  note="query 2 may look at nothing: its output is 0, and its gradient must be 0, not nan"),
             Case("batch and heads, (2, 2, 4, 8)", tuple(rng.standard_normal((2, 2, 4, 8)) for _ in range(3)) + (causal, rng.standard_normal((2, 2, 4, 8)))),
-            Case("float32", tuple(rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)) + (None, rng.standard_normal((4, 3)).astype(np.float32)))]
+            Case("float32", tuple(rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)) + (None, rng.standard_normal((4, 3)).astype(np.float32))),
+            Case("3 queries, 5 keys, d_k = 4, values of d_v = 2", (rng.standard_normal((3, 4)), rng.standard_normal((5, 4)),
+                 rng.standard_normal((5, 2)), None, rng.standard_normal((3, 2))),
+                 note="queries and keys differ in number, and values in width: 1/√d_k comes from the keys' width")]
 
 
 def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mask_used=True):

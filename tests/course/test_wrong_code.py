@@ -1,0 +1,104 @@
+"""Wrong code written the way learners write it, none of it from the checkers' lists of named mistakes: each
+is rejected, and an in-place change of an input stops at the learner's line, in check() and in the engine."""
+import inspect
+
+import numpy as np
+import pytest
+
+from haaw import Tensor
+from haaw.course.exercises import REGISTRY, check
+from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.engine import plugins
+
+
+def pow_divides_by_a(a, n):
+    out = a**n
+    return out, (n * out / a,)  # right everywhere but a = 0
+
+
+def backward_by_the_engine(root):
+    root.backward()
+
+
+def unbroadcast_first_stretched_axis_only(g, shape):
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for axis, (want, have) in enumerate(zip(shape, g.shape)):
+        if want == 1 and have != 1:
+            return g.sum(axis=axis, keepdims=True)
+    return g
+
+
+def unbroadcast_in_place(g, shape):
+    g -= 0.0  # "just to be sure it is a float array"
+    return REGISTRY["03-unbroadcast"].reference(g, shape)
+
+
+def tanh_backward_in_place(y, G):
+    G *= 1 - y * y
+    return G
+
+
+def softmax_backward_in_place(s, G):
+    G -= np.sum(G * s, axis=-1, keepdims=True)
+    G *= s
+    return G
+
+
+def attention_scaled_by_the_values(Q, K, V, mask, G):
+    source = inspect.getsource(REGISTRY["05-attention-backward"].reference)
+    namespace = {"np": np}
+    exec(source.replace("scale = Q.shape[-1] ** -0.5", "scale = V.shape[-1] ** -0.5"), namespace)
+    return namespace["attention_backward"](Q, K, V, mask, G)
+
+
+def update_scale_never_below_one(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    if found_inf:
+        return max(scale * backoff_factor, 1.0), 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return scale * growth_factor, 0
+    return scale, good_steps
+
+
+@pytest.mark.parametrize("key, fn, words", [
+    ("01-pow-local", pow_divides_by_a, "a = 0"),
+    ("02-backward", backward_by_the_engine, "calls the engine's own backward"),
+    ("03-unbroadcast", unbroadcast_first_stretched_axis_only, "two stretched axes"),
+    ("03-unbroadcast", unbroadcast_in_place, "changes one of its inputs in place, at line"),
+    ("04-tanh-backward", tanh_backward_in_place, "G = G * ..., not G *= ..."),
+    ("05-softmax-backward", softmax_backward_in_place, "changes one of its inputs in place"),
+    ("05-attention-backward", attention_scaled_by_the_values, "d_k = 4, values of d_v = 2"),
+    ("07-update-scale", update_scale_never_below_one, "below 1"),
+])
+def test_wrong_code_is_rejected_and_says_where(key, fn, words):
+    feedback = check(key, fn)
+    assert feedback.status == WRONG, feedback.message
+    assert words in feedback.message, feedback.message
+    assert "This looks like" not in feedback.message  # none of these is one of the named mistakes
+
+
+def test_the_references_still_pass_with_read_only_inputs():
+    for key, ex in REGISTRY.items():
+        if hasattr(ex, "reference"):
+            assert check(key, ex.reference).status == CORRECT, key
+
+
+def test_in_the_engine_an_in_place_change_of_an_input_is_refused_not_spread():
+    """Plugged in without its check (haaw.use), in-place code stops with the slot's name, and the engine's own
+    upstream gradient is left as it was."""
+    x = Tensor(np.array([0.5, -1.0]), requires_grad=True)
+    y = x.tanh()
+    with plugins.use(tanh=tanh_backward_in_place):
+        with pytest.raises(RuntimeError, match=r"your tanh_backward_in_place \(in the engine's 'tanh' slot\) changed "
+                                               r"one of its inputs in place"):
+            (y * 3.0).sum().backward()
+    (y * 3.0).sum().backward()  # afterwards the engine's own: nothing was corrupted
+    np.testing.assert_allclose(x.grad, 3.0 * (1 - np.tanh(x.data) ** 2), rtol=1e-15)
+
+
+def test_a_named_mistake_is_not_accepted_because_of_how_it_was_typed():
+    for typed in ("2.00", 2.0, "2"):
+        feedback = check("04-residual", typed)
+        assert feedback.status == WRONG and "only the skip path" in feedback.message, typed
+    assert check("04-residual", "2.002").status == CORRECT
