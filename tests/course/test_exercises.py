@@ -180,3 +180,28 @@ def test_words_are_accepted_with_or_without_articles_and_a_full_stop(key):
     accepted = REGISTRY[key].answer[0]
     for form in (f"the {accepted}", f"{accepted}.", f"The {accepted}."):
         assert check(key, form).status == CORRECT, form
+
+
+@pytest.mark.parametrize("key, typed", [
+    ("06-overhead", "1/3"), ("06-overhead", "33%"), ("06-overhead", "33.3 %"), ("07-scale", "2**6"),
+    ("07-scale", "2^6"), ("09-accumulation-scale", "1/4"), ("03-jacobian-bytes", "275 GB"),
+    ("03-jacobian-bytes", "256 GiB"), ("06-adam-bytes", "16 bytes"), ("10-which-phase", "backward()"),
+    ("10-which-phase", "backwards"), ("07-dynamic", "2**9"),
+])
+def test_answers_are_read_in_the_forms_people_write(key, typed):
+    assert check(key, typed).status == CORRECT, check(key, typed).message
+
+
+@pytest.mark.parametrize("typed, words", [
+    ("__import__('os').system('true')", "Expected a number"),  # never evaluated
+    ("64 apples", "the unit 'apples' is not one the checker knows"), ("2**6000", "Expected a number"),
+    ("1/0", "Expected a number"),
+])
+def test_text_that_is_not_a_number_is_refused_without_running_it(typed, words):
+    feedback = check("07-scale", typed)
+    assert feedback.status == UNREADABLE and words in feedback.message
+
+
+def test_a_wrong_number_is_shown_with_the_digits_that_differ():
+    assert "48.000048 is not it" in check("01-dL/dw", "48.000048").message
+    assert "2.00200001 is not it" in check("01-step", "2.00200001").message

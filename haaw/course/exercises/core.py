@@ -7,6 +7,7 @@ whatever the learner passed (a number, a Value, a string, an array, ``None``, th
 """
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass, field
@@ -123,9 +124,59 @@ def _as_number(answer):
     return number, None
 
 
+_PLAIN = re.compile(r"[+-]?(\d{1,3}(,\d{3})+|\d+)?(\.\d*)?([eE][+-]?\d+)?")
+_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def _plain(text: str):
+    """A number as people write it, as a plain number string (its digits kept, for "as precise as typed"):
+    "1/3", "2**6" or "2^6" (arithmetic on numbers, read without eval), "33%", "275 GB", "16 bytes".
+    Returns (text, None) or (None, why it cannot be read)."""
+    raw = text.strip().replace("_", "")
+    if not raw or _PLAIN.fullmatch(raw.replace(" ", "")):
+        return raw, None  # a plain number, or something _as_number explains better
+    percent = re.fullmatch(r"(.+?)\s*%", raw)
+    if percent and _PLAIN.fullmatch(percent.group(1).strip()):
+        return f"{percent.group(1).strip().replace(',', '')}e-2", None
+    unit = re.fullmatch(r"(.+?)\s*([A-Za-z]+)", raw)
+    if unit and _PLAIN.fullmatch(unit.group(1).strip()):
+        factor = _UNITS.get(unit.group(2).lower())
+        if factor is None:
+            return None, (f"{text!r:.40}: the unit {unit.group(2)!r} is not one the checker knows; type the number "
+                          "alone, in the unit the question uses.")
+        number = unit.group(1).strip().replace(",", "")
+        return (number if factor == 1 else f"{number}e{round(math.log10(factor))}" if factor in (1e3, 1e6, 1e9, 1e12)
+                else repr(float(number) * factor)), None
+    try:
+        value = _arithmetic(ast.parse(raw.replace("^", "**").replace("×", "*").replace("·", "*"), mode="eval").body)
+    except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
+        return text.strip(), None  # not arithmetic: _as_number says what it expected
+    return repr(float(value)), None
+
+
+def _arithmetic(node):
+    """The value of +, -, *, / and ** on plain numbers; anything else (a name, a call) is refused."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _arithmetic(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+        left, right = _arithmetic(node.left), _arithmetic(node.right)
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > 1000 or abs(left) > 1e6:
+                raise ValueError("too large a power")
+            return float(left) ** right
+        return {ast.Add: lambda: left + right, ast.Sub: lambda: left - right, ast.Mult: lambda: left * right,
+                ast.Div: lambda: left / right}[type(node.op)]()
+    raise ValueError("not arithmetic on numbers")
+
+
 def _show(number: float) -> str:
     """36 as 36, 274877906944 as 274,877,906,944, 1.64 as 1.64."""
-    return f"{int(number):,}" if number.is_integer() and abs(number) < 1e16 else f"{number:g}"
+    # twelve digits: enough to see how 48.000048 differs from 48, never the last-bit noise of 0.1 + 0.2
+    return f"{int(number):,}" if number.is_integer() and abs(number) < 1e16 else f"{number:.12g}"
 
 
 def _close(a: float, b: float, rtol: float) -> bool:
@@ -192,6 +243,10 @@ def _check(key, answer) -> Feedback:
         return _check_choice(ex, answer)
     if isinstance(ex.answer, np.ndarray):
         return _check_array(ex, answer)
+    if isinstance(answer, str):
+        answer, problem = _plain(answer)
+        if problem:
+            return Feedback(UNREADABLE, problem)
     number, problem = _as_number(answer)
     if problem:
         return Feedback(UNREADABLE, problem)
@@ -216,6 +271,12 @@ def _check_choice(ex: Exercise, answer) -> Feedback:
         return Feedback(UNREADABLE, f"Answer with words, one of: {options}.")
     word = _words(answer)
     accepted = ex.answer if isinstance(ex.answer, tuple) else (ex.answer,)
+    known = {_words(a) for a in accepted} | {_words(w) for w, _ in ex.mistake_pairs()}
+    if word not in known:  # "backward()" or "backwards" for "backward"
+        for form in (word.replace("()", ""), word[:-1] if word.endswith("s") else word):
+            if form in known:
+                word = form
+                break
     if word in {_words(a) for a in accepted}:
         return Feedback(CORRECT, f"Correct: {' '.join(answer.split()).rstrip('.')}.")  # in the learner's words
     for wrong, why in ex.mistake_pairs():
