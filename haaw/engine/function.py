@@ -46,6 +46,8 @@ class Function:
             if isinstance(out, Tensor):
                 raise TypeError(f"{name}.forward returned a Tensor: forward works on NumPy arrays, return one "
                                 "(its inputs arrive as arrays, and what it returns is wrapped for you)")
+            if out is None:
+                raise TypeError(f"{name}.forward returned None: return its result, a NumPy array")
             return out
 
         def backward(ctx, g):
@@ -55,6 +57,11 @@ class Function:
             if len(grads) != len(args):
                 raise ValueError(f"{name}.backward returned {len(grads)} gradient(s) for the {len(args)} "
                                  "argument(s) of forward: return one per argument (None where there is none)")
+            for i, g in enumerate(grads):  # as PyTorch: no gradient for an argument that is not a Tensor
+                if i not in where and g is not None:
+                    raise ValueError(f"{name}.backward returned a gradient for argument {i} of forward, which is not "
+                                     f"a Tensor ({type(args[i]).__name__}): return None in that place (gradients go "
+                                     "in the order of forward's arguments)")
             return [grads[i] for i in where]
 
         op = Op(name, forward, vjp_all=backward, flops=cls.flops, always_record=cls.always_record)

@@ -102,3 +102,60 @@ def test_a_named_mistake_is_not_accepted_because_of_how_it_was_typed():
         feedback = check("04-residual", typed)
         assert feedback.status == WRONG and "only the skip path" in feedback.message, typed
     assert check("04-residual", "2.002").status == CORRECT
+
+
+def backward_that_never_walks(root):
+    root.grad = 1.0  # the seed is there; the order stays empty
+    order = []
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+def backward_peeking(root):
+    order, seen, stack = [], set(), [root]
+    while stack:
+        node = stack[-1]  # looked at, never popped
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(node._parents)
+        order.append(node)
+    root.grad = 1.0
+
+
+def test_a_diagnosis_looks_at_its_premise_before_naming_it():
+    feedback = check("02-backward", backward_that_never_walks)
+    assert feedback.status == WRONG and "no seed" not in feedback.message, feedback.message
+
+
+def test_the_time_limit_says_what_it_saw_without_guessing_one_cause(monkeypatch):
+    from haaw.course.exercises import code as code_module
+
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.3)
+    message = check("02-backward", backward_peeking).message
+    assert "took longer than 0.3 s" in message and "never ends" in message and "or each step is slow" in message
+
+
+def _checkpoint_variant(old, new):
+    from haaw import Tensor, no_grad  # noqa: F401  (the class's source uses them)
+    from haaw.engine import Function  # noqa: F401
+
+    source = inspect.getsource(REGISTRY["06-checkpoint"].reference).replace(old, new)
+    namespace = {"Tensor": Tensor, "no_grad": no_grad, "Function": Function, "np": np}
+    exec(source, namespace)
+    return namespace["CheckpointSegment"]
+
+
+def test_a_checkpoint_backward_with_its_gradients_swapped_is_told_so_not_misnamed():
+    swapped = _checkpoint_variant("return None, x.grad", "return x.grad, None")
+    feedback = check("06-checkpoint", swapped)
+    assert feedback.status == WRONG and "argument 0 of forward, which is not a Tensor" in feedback.message, \
+        feedback.message
+    assert "This looks like" not in feedback.message
+
+
+def test_a_checkpoint_forward_that_returns_nothing_is_told_so():
+    nothing = _checkpoint_variant("return out.data", "out.data")
+    feedback = check("06-checkpoint", nothing)
+    assert feedback.status == WRONG and "forward returned None" in feedback.message, feedback.message

@@ -51,6 +51,7 @@ class Mistake:
     name: str  # "transpose on the wrong side"
     why: str  # what it computes instead, and why that is wrong
     code: Callable  # a function with the same signature that makes exactly this mistake
+    premise: Callable | None = None  # premise(fn, *case args) -> bool: what must be true of the learner's code too
 
 
 @dataclass
@@ -384,7 +385,7 @@ def _battery(ex, fn, name, run, cases) -> _Verdict:
         bad = [i for i, (m, e) in enumerate(zip(mine, expected)) if not _same(m, e, rtol, atol)]
         if not bad:
             continue
-        verdict = _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol)
+        verdict = _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases)
         verdict.message += note + _diagnosis(ex, fn, case)
         return verdict
     labels = ", ".join(dict.fromkeys(c.kind for c in cases))
@@ -414,7 +415,33 @@ def _arrays_in(args) -> list:
     return found
 
 
-def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol) -> _Verdict:
+def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
+    """Does ``fn`` compute what ``mistake`` computes on every case of the battery? Only then is it named."""
+    for case in cases:
+        try:
+            theirs = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
+        except Exception:
+            theirs = None
+        try:
+            mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, "yours"), ex.outputs, len(ex.outputs))
+        except LearnerError:
+            mine = None
+        if (mine is None) != (theirs is None):
+            return False
+        if mistake.premise is not None:
+            try:
+                if not mistake.premise(fn, *case.args):
+                    return False
+            except Exception:
+                return False
+        if mine is not None:
+            rtol, atol = _tolerance(ex, [*theirs, *_arrays_in(case.args)])
+            if not all(_same(m, t, rtol, atol) for m, t in zip(mine, theirs)):
+                return False
+    return True
+
+
+def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()) -> _Verdict:
     i = bad[0]
     out, yours, right = ex.outputs[i], mine[i], expected[i]
     if yours.shape != right.shape:
@@ -438,14 +465,14 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol) -> _Verd
             outputs[mistake.name] = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
         except Exception:
             continue
-    # a mistake that gives exactly the learner's outputs; failing that, one that explains the wrong ones
-    for same_on in (range(len(mine)), bad):
-        for mistake in ex.mistakes:
-            theirs = outputs.get(mistake.name)
-            if theirs is not None and all(_same(theirs[j], mine[j], rtol, atol) for j in same_on) and any(
-                    not _same(theirs[j], expected[j], rtol, atol) for j in bad):
-                return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
-                                       f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")
+    # a mistake is named only when it gives exactly the learner's outputs here and on every other case
+    for mistake in ex.mistakes:
+        theirs = outputs.get(mistake.name)
+        if theirs is not None and all(_same(theirs[j], mine[j], rtol, atol) for j in range(len(mine))) and any(
+                not _same(theirs[j], expected[j], rtol, atol) for j in bad) and _is_that_mistake(
+                ex, fn, run, mistake, cases or [case]):
+            return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
+                                   f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")
     if yours.shape != right.shape or yours.dtype != right.dtype and right.dtype.kind == "f":
         return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.")
     text, html = _grid(yours, right, rtol, atol)

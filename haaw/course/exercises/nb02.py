@@ -165,6 +165,14 @@ def _reused_intermediate():
     return A * A.tanh() + C.tanh() * C, [w, A, C]
 
 
+def _root_grad_after(fn, build):
+    """What the root's grad is after ``fn`` ran: a diagnosis of "no seed" looks before it names."""
+    root, _ = build()
+    with _own_walk_only():
+        fn(root)
+    return root.grad
+
+
 def _grads(fn, build):
     root, watched = build()
     with _own_walk_only():
@@ -212,20 +220,25 @@ register(CodeExercise(
     outputs=("the gradients",),
     run=_grads,
     slot="backward",
-    too_slow="the 10,000-node chain is the slow case. Checking whether a node was seen with `in` on a list "
-             "compares it with every entry, so the whole walk takes about n² comparisons; keep the seen nodes (or "
-             "their id()) in a set, where `in` takes one step.",
+    too_slow="it did not finish; the 10,000-node chain is the longest case. Either the loop never ends (a stack "
+             "that is looked at with stack[-1] but never popped never empties) or each step is slow (`in` on a list "
+             "compares a node with every entry, about n² comparisons in all: keep the seen nodes, or their id(), in a "
+             "set, where `in` takes one step).",
     mistakes=[
         Mistake("walking the order forwards",
-                "a node can only pass its gradient on once it has received all of it, from every node that uses it. "
-                "Those come after it in topological order: walk the order from the end (reversed).",
+                "the gradients come out as if the topological order were walked from its start. A node can only pass "
+                "its gradient on once it has received all of it, from every node that uses it, and those come after "
+                "it in the order: walk it from the end (reversed). If you do walk it reversed, the order itself is "
+                "backwards: a node must be appended after its parents (push (node, True) before its parents, so that "
+                "it comes off the stack after them).",
                 lambda root: _variant(root, reverse=False)),
         Mistake("`=` instead of `+=`",
                 "a node used twice must receive both contributions; `parent.grad = ...` keeps only the last one.",
                 lambda root: _variant(root, accumulate=False)),
         Mistake("no seed",
                 "backward starts from dL/dL = 1 at the root; without root.grad = 1 every product is 0.",
-                lambda root: _variant(root, seed=False)),
+                lambda root: _variant(root, seed=False),
+                premise=lambda fn, build: _root_grad_after(fn, build) != 1.0),
         Mistake("passing a gradient on before it is complete",
                 "sending node.grad down to the parents as soon as a node is reached, before every node that uses "
                 "it has added its share, sends part of it early and the rest again later: contributions are counted "
