@@ -18,8 +18,16 @@ from ..engine import hooks
 
 
 def _arrays(saved, leaves=frozenset()) -> list:
-    flat = [x for value in saved for x in (value if isinstance(value, tuple) else (value,))]
-    return [a for a in flat if isinstance(a, np.ndarray) and id(a) not in leaves]
+    """The arrays among the saved values, also those inside tuples, lists and dicts (ctx.keep = [x, y] saves both)."""
+    found = []
+    for value in saved:
+        if isinstance(value, (tuple, list)):
+            found += _arrays(value, leaves)
+        elif isinstance(value, dict):
+            found += _arrays(value.values(), leaves)
+        elif isinstance(value, np.ndarray) and id(value) not in leaves:
+            found.append(value)
+    return found
 
 
 class MemoryTracker:

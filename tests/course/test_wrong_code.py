@@ -159,3 +159,17 @@ def test_a_checkpoint_forward_that_returns_nothing_is_told_so():
     nothing = _checkpoint_variant("return out.data", "out.data")
     feedback = check("06-checkpoint", nothing)
     assert feedback.status == WRONG and "forward returned None" in feedback.message, feedback.message
+
+
+@pytest.mark.parametrize("keep", ["[x, out.data]", "{'x': x, 'out': out.data}"])
+def test_a_checkpoint_that_keeps_its_output_in_a_list_or_dict_is_caught_and_counted(keep):
+    keeps = _checkpoint_variant("ctx.fn, ctx.x = fn, x ", f"ctx.fn, ctx.x, ctx.kept = fn, x, {keep}\n        #")
+    feedback = check("06-checkpoint", keeps)
+    assert feedback.status == WRONG and "bytes kept by the forward pass" in feedback.message, feedback.message
+
+
+def test_the_memory_tracker_counts_arrays_inside_lists_and_dicts():
+    from haaw.tools.memory import _arrays
+
+    a, b, c = np.ones(3), np.ones(4), np.ones(5)
+    assert [x.size for x in _arrays([a, [b, {"k": c}], (a,)])] == [3, 4, 5, 3]
