@@ -173,3 +173,17 @@ def test_the_memory_tracker_counts_arrays_inside_lists_and_dicts():
 
     a, b, c = np.ones(3), np.ones(4), np.ones(5)
     assert [x.size for x in _arrays([a, [b, {"k": c}], (a,)])] == [3, 4, 5, 3]
+
+
+def ring_that_sends_but_sums_locally(buffers, send):
+    n = len(buffers)
+    chunks = [np.array_split(b, n) for b in buffers]
+    for step in range(2 * (n - 1)):  # the right traffic on the wire...
+        send([chunks[i][(i - step) % n] for i in range(n)])
+    total = np.sum(buffers, axis=0)  # ...and a sum no worker could make
+    return [total.copy() for _ in buffers]
+
+
+def test_a_ring_whose_workers_ignore_what_they_receive_is_refused():
+    feedback = check("09-ring-all-reduce", ring_that_sends_but_sums_locally)
+    assert feedback.status == WRONG and "does not depend on what it received" in feedback.message, feedback.message

@@ -87,7 +87,28 @@ def _run_ring(fn, buffers):
     shapes = {np.shape(r) for r in result}
     if shapes != {buffers[0].shape}:
         raise LearnerError(f"every worker must end with a whole buffer of shape {buffers[0].shape}; got {sorted(shapes)}")
-    return np.stack([np.asarray(r, dtype=np.float64) for r in result]), np.array([ring.steps, ring.numbers_sent])
+    results = np.stack([np.asarray(r, dtype=np.float64) for r in result])
+    if ring.steps and len(buffers) > 1:
+        _uses_what_it_receives(fn, buffers, results)
+    return results, np.array([ring.steps, ring.numbers_sent])
+
+
+def _uses_what_it_receives(fn, buffers, results):
+    """A worker may use only its own buffer and what reaches it through send: run again with every message
+    changed on the wire; a worker whose result does not change did not use what it received."""
+    from ..nb09 import Ring
+
+    honest = Ring(len(buffers), length=len(buffers[0]))
+
+    def tampered(outgoing):
+        return [m + 1000.0 for m in honest(outgoing)]
+
+    again = fn([b.copy() for b in buffers], tampered)
+    for i, (before, after) in enumerate(zip(results, again)):
+        if np.allclose(before, np.asarray(after, dtype=np.float64)):
+            raise LearnerError(f"worker {i}'s result does not depend on what it received through send: it must be "
+                               "built from its own buffer and the chunks that reach it, not from the other "
+                               "workers' buffers (which a real worker cannot see)")
 
 
 def _ring_cases():
