@@ -187,3 +187,36 @@ def ring_that_sends_but_sums_locally(buffers, send):
 def test_a_ring_whose_workers_ignore_what_they_receive_is_refused():
     feedback = check("09-ring-all-reduce", ring_that_sends_but_sums_locally)
     assert feedback.status == WRONG and "does not depend on what it received" in feedback.message, feedback.message
+
+
+def test_a_cell_that_compares_a_learner_s_function_uses_its_exercise_s_tolerance():
+    """"✓ Correct" from check() is never followed by "WRONG" for the same function in a later cell."""
+    import json
+    import re
+    from pathlib import Path
+
+    from haaw.course.exercises.code import _exercise_for
+
+    seen = 0
+    for path in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            source = "".join(cell["source"])
+            keys = re.findall(r"pick\(\"([^\"]+)\"", source) + [
+                _exercise_for(slot).key for slot in re.findall(r"yours\((\w+)=", source) if _exercise_for(slot)]
+            for key in keys:
+                for call in re.findall(r"compare\((?:[^()]|\([^()]*(?:\([^()]*\))?[^()]*\))*\)", source):
+                    seen += 1
+                    rtol = re.search(r"rtol=([0-9.e-]+)", call)
+                    assert rtol and float(rtol.group(1)) == REGISTRY[key].rtol, (path.name, key, call)
+    assert seen >= 4
+
+
+def test_the_audit_accepts_what_the_exercise_accepts():
+    from haaw.course import nb08
+    from haaw.tools.audit import audit
+
+    def off_by_a_little(losses, mask):  # within the exercise's 1e-6, as a float32 step can be
+        return nb08.masked_mean(losses, mask) * (1 + 5e-7)
+
+    assert check("08-repair-step", off_by_a_little).status == CORRECT
+    assert audit(nb08.make_model(), nb08.token_losses, off_by_a_little, nb08.padded_batch()).ok

@@ -391,7 +391,9 @@ def _battery(ex, fn, name, run, cases) -> _Verdict:
     labels = ", ".join(dict.fromkeys(c.kind for c in cases))
     plug = (f" It can now run inside the engine: a later cell plugs it in with yours({ex.slot}=...)."
             if ex.slot else "")
-    return _Verdict(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}).{plug}")
+    low = any(a.dtype.itemsize < 8 and a.dtype.kind == "f" for c in cases for a in _arrays_in(c.args))
+    within = f"each within a relative {ex.rtol:g}" + (" (1e-4 in float32)" if low else "")
+    return _Verdict(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}), {within}.{plug}")
 
 
 def _diagnosis(ex, fn, case) -> str:

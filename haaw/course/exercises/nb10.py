@@ -96,7 +96,7 @@ register(CodeExercise(
     outputs=("the parameters after each step",),
     run=_run_adam,
     slot="adam",
-    rtol=1e-9,
+    rtol=1e-6,
     mistakes=[
         Mistake("no bias correction",
                 "m and v start at 0, so for the first steps they are far too small (m₁ is only 0.1·g). Dividing by "
