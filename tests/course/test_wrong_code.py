@@ -216,7 +216,21 @@ def test_the_audit_accepts_what_the_exercise_accepts():
     from haaw.tools.audit import audit
 
     def off_by_a_little(losses, mask):  # within the exercise's 1e-6, as a float32 step can be
-        return nb08.masked_mean(losses, mask) * (1 + 5e-7)
+        return (losses * mask).sum() / mask.sum() * (1 + 5e-7)
 
     assert check("08-repair-step", off_by_a_little).status == CORRECT
     assert audit(nb08.make_model(), nb08.token_losses, off_by_a_little, nb08.padded_batch()).ok
+
+
+def test_calling_the_course_s_own_version_is_not_writing_it():
+    import haaw.engine.ops as ops
+    from haaw.course import nb08, nb09
+
+    cases = [("03-unbroadcast", lambda g, shape: ops.unbroadcast(g, shape), "haaw.engine.ops.unbroadcast"),
+             ("08-repair-step", lambda losses, mask: nb08.masked_mean(losses, mask), "haaw.course.nb08.masked_mean"),
+             ("09-ring-all-reduce", lambda buffers, send: nb09.ring_all_reduce(buffers)[0],
+              "haaw.course.nb09.ring_all_reduce")]
+    for key, fn, name in cases:
+        feedback = check(key, fn)
+        assert feedback.status == WRONG and f"it calls {name}, the course's own version" in feedback.message, key
+    assert ops.unbroadcast.__name__ == "unbroadcast" and nb09.ring_all_reduce.__name__ == "ring_all_reduce"  # restored

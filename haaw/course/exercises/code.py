@@ -46,6 +46,28 @@ class Case:
         return self.label.split(":")[0].split(";")[0].split(", ")[0]
 
 
+@contextlib.contextmanager
+def _own_code_only(ex):
+    """While a learner's function runs, the implementations ``ex.forbidden`` names refuse to run."""
+    import importlib
+
+    saved = []
+    try:
+        for module_name, attribute in ex.forbidden:
+            module = importlib.import_module(module_name)
+
+            def refuse(*args, _name=f"{module_name}.{attribute}", **kwargs):
+                raise LearnerError(f"it calls {_name}, the course's own version of what this exercise asks you to "
+                                   "write: write it yourself")
+
+            saved.append((module, attribute, getattr(module, attribute)))
+            setattr(module, attribute, refuse)
+        yield
+    finally:
+        for module, attribute, original in reversed(saved):
+            setattr(module, attribute, original)
+
+
 @dataclass
 class Mistake:
     name: str  # "transpose on the wrong side"
@@ -71,6 +93,9 @@ class CodeExercise:
     too_slow: str = ""  # what to look for when the code runs out of time, if this exercise knows better
     rtol: float = 1e-6  # float64; float32 cases use 1e-4
     atol: float = 1e-9
+    # the engine's or the course's own implementations of what the exercise asks for, as (module path,
+    # attribute): while the learner's function runs they refuse, so that calling them is not taken for writing them
+    forbidden: tuple = ()
 
     @property
     def solution(self) -> str:
@@ -376,7 +401,8 @@ def _battery(ex, fn, name, run, cases) -> _Verdict:
         where = f"Case {number} of {len(cases)}, {_describe_case(case)}"
         note = f"\n({case.note})" if case.note else ""
         try:
-            mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, name), ex.outputs, len(ex.outputs))
+            with _own_code_only(ex):
+                mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, name), ex.outputs, len(ex.outputs))
         except LearnerError as err:
             if err.status == NOT_ATTEMPTED:
                 return _Verdict(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
@@ -425,7 +451,8 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
         except Exception:
             theirs = None
         try:
-            mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, "yours"), ex.outputs, len(ex.outputs))
+            with _own_code_only(ex):
+                mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, "yours"), ex.outputs, len(ex.outputs))
         except LearnerError:
             mine = None
         if (mine is None) != (theirs is None):

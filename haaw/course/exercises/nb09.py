@@ -147,6 +147,7 @@ def _no_ring(buffers, send):
 
 register(CodeExercise(
     key="09-ring-all-reduce",
+    forbidden=(("haaw.course.nb09", "ring_all_reduce"),),
     question="Write a ring all-reduce: split each worker's buffer into N chunks; reduce-scatter (N − 1 steps: every "
              "worker sends one chunk to its right-hand neighbour, which adds it to its own), then all-gather "
              "(N − 1 steps: pass the finished chunks on). Every chunk travels through send. Return every worker's "
