@@ -234,3 +234,21 @@ def test_calling_the_course_s_own_version_is_not_writing_it():
         feedback = check(key, fn)
         assert feedback.status == WRONG and f"it calls {name}, the course's own version" in feedback.message, key
     assert ops.unbroadcast.__name__ == "unbroadcast" and nb09.ring_all_reduce.__name__ == "ring_all_reduce"  # restored
+
+
+def test_a_mistyped_slot_says_it_does_not_exist():
+    from haaw.course.exercises import yours
+
+    with pytest.raises(TypeError, match="yours\\(\\): there is no slot called 'tanhh'; the slots are: .*tanh"):
+        with yours(tanhh=tanh_backward_in_place):
+            pass
+
+
+def test_a_norm_returned_as_an_array_of_one_is_told_to_be_a_number():
+    def clip(grads, max_norm):
+        grads = list(grads)
+        norm = np.sqrt(sum(float(np.sum(g * g)) for g in grads))
+        return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], np.array([norm])
+
+    message = check("04-clip-grad-norm", clip).message
+    assert "return one plain number" in message and "a gradient has the shape" not in message

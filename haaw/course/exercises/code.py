@@ -474,10 +474,15 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()
     i = bad[0]
     out, yours, right = ex.outputs[i], mine[i], expected[i]
     if yours.shape != right.shape:
-        detail = (f"{out} has shape {yours.shape}, but it must have shape {right.shape}"
-                  + (": you have the transpose. A gradient has the shape of what it is the gradient of"
-                     if yours.ndim == 2 and yours.T.shape == right.shape and _same(yours.T, right, rtol, atol)
-                     else ": a gradient has the shape of what it is the gradient of"))
+        if right.shape == () and yours.size == 1:
+            why = f": return one plain number, not an array of shape {yours.shape} (float(...) or .item())"
+        elif yours.ndim == 2 and yours.T.shape == right.shape and _same(yours.T, right, rtol, atol):
+            why = ": you have the transpose. A gradient has the shape of what it is the gradient of"
+        elif out.startswith("d") or "grad" in out:
+            why = ": a gradient has the shape of what it is the gradient of"
+        else:
+            why = ""
+        detail = f"{out} has shape {yours.shape}, but it must have shape {right.shape}{why}"
     elif right.dtype.kind == "f" and yours.dtype != right.dtype:
         given = sorted({str(a.dtype) for a in _arrays_in(case.args) if a.dtype.kind == "f"})
         detail = (f"{out} is {yours.dtype}, but it should be {right.dtype}"
@@ -538,6 +543,12 @@ def yours(**implementations):
     """
     from ...engine import plugins
 
+    from ...engine.plugins import SLOTS
+
+    unknown = sorted(set(implementations) - set(SLOTS))
+    if unknown:
+        raise TypeError(f"yours(): there is no slot called {', '.join(map(repr, unknown))}; the slots are: "
+                        f"{', '.join(sorted(SLOTS))}")
     used, waiting, lines = {}, [], []
     for slot, fn in implementations.items():
         ex = _exercise_for(slot)
