@@ -5,10 +5,10 @@
   themselves do for a learner without torch.
 - While nbval runs a notebook, its kernel's memory, with every process the kernel starts, is sampled;
   the notebook's last cell fails if the peak passed 1 GiB, the memory a Binder session is guaranteed.
-  The peaks are listed at the end of the run. The budget is Binder's, and Binder installs PyTorch's
-  CPU-only build: where the installed torch is a GPU build (PyPI's default Linux wheel, whose CUDA
-  libraries add about 400 MiB to every kernel that imports torch), the peaks are still listed but
-  the budget is not enforced, and the run says why.
+  The peaks are listed at the end of the run. The budget is Binder's, checked with PyTorch's CPU-only
+  build, the larger case (Binder runs the course without PyTorch): where the installed torch is a GPU
+  build (PyPI's default Linux wheel, whose CUDA libraries add about 400 MiB to every kernel that imports
+  torch), the peaks are still listed but the budget is not enforced, and the run says why.
 """
 import importlib.util
 import os
@@ -50,9 +50,9 @@ def torch_build() -> str:
     return "gpu" if re.search(r"^(cuda|hip|rocm|xpu)\b[^=\n]*=\s*['\"]", text, re.MULTILINE) else "cpu"
 
 
-GPU_TORCH_NOTE = ("the installed torch is a GPU (CUDA or ROCm) build, whose libraries add about 400 MiB to every kernel; Binder "
-                   "installs the CPU-only build, which the memory budget is for, so it was not enforced (the README "
-                   "shows how to install the CPU-only build)")
+GPU_TORCH_NOTE = ("the installed torch is a GPU (CUDA or ROCm) build, whose libraries add about 400 MiB to every kernel; "
+                   "the memory budget is checked with the CPU-only build (Binder runs without PyTorch at all), so it "
+                   "was not enforced (the README shows how to install the CPU-only build)")
 MEMORY_LIMIT = int(os.environ.get("HAAW_MEMORY_LIMIT_MIB", 1024)) << 20  # what mybinder.org guarantees a user
 
 

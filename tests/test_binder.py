@@ -1,4 +1,4 @@
-"""binder/ must build the same course as requirements.txt, with a CPU-only torch."""
+"""binder/ must build the same course as requirements-no-torch.txt: the course without PyTorch."""
 import re
 from pathlib import Path
 
@@ -20,15 +20,10 @@ def pins(path):
     return found
 
 
-def test_binder_pins_the_same_versions_as_requirements():
-    course, binder = pins("requirements.txt"), pins("binder/requirements.txt")
-    assert binder.pop("torch") == course.pop("torch") + "+cpu"
-    assert binder == course
-
-
-def test_binder_takes_torch_from_the_cpu_wheel_index():
+def test_binder_pins_the_same_versions_as_the_course_without_torch():
+    assert pins("binder/requirements.txt") == pins("requirements-no-torch.txt")
     text = (ROOT / "binder/requirements.txt").read_text()
-    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text.splitlines()
+    assert "torch" not in pins("binder/requirements.txt") and "--extra-index-url" not in text
 
 
 def test_binder_installs_haaw_itself_and_needs_no_system_binary():
