@@ -146,6 +146,11 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: 
         if p is not None and tuple(np.shape(p.data if isinstance(p, Tensor) else p)) != shape:
             raise ValueError(f"layer_norm: the {name} has shape {tuple(np.shape(getattr(p, 'data', p)))}, but "
                              f"normalized_shape is {shape}: one {name} per normalised entry")
+    if x.data.dtype.kind == "f" and x.data.dtype.itemsize < 4 or x.data.dtype.kind == "V":
+        # in 16 bits the mean and variance of a few features lose most of their digits: compute in float32 and
+        # round the result, as PyTorch does
+        wide = [None if p is None else (p.to(np.float32) if isinstance(p, Tensor) else p) for p in (weight, bias)]
+        return layer_norm(x.to(np.float32), shape, *wide, eps=eps).to(x.data.dtype)
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     centred = x - x.mean(dims, keepdim=True)
     variance = (centred * centred).mean(dims, keepdim=True)
