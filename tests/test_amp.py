@@ -16,6 +16,7 @@ def test_the_format_table_has_the_published_limits():
     assert rows["float16"]["smallest normal"] == 2.0**-14 and rows["float16"]["epsilon"] == 2.0**-10
     assert rows["bfloat16"]["smallest normal"] == rows["float32"]["smallest normal"] and rows["bfloat16"]["epsilon"] == 2.0**-7
     assert rows["float8_e4m3fn"]["max"] == 448 and rows["float8_e5m2"]["max"] == 57344
+    assert [rows[f]["bits"] for f in ("float32", "float16", "bfloat16", "float8_e4m3fn")] == [32, 16, 16, 8]
 
 
 def test_cast_report_counts_underflow_and_overflow():
@@ -23,6 +24,7 @@ def test_cast_report_counts_underflow_and_overflow():
     assert cast_report(values, "float16") == {"zero": 0.25, "inf": 0.25, "kept": 0.5}
     assert cast_report(values, "bfloat16")["kept"] == 1.0
     assert cast_report(values, "float16", scale=1024)["zero"] == 0.0
+    assert cast_report(np.array([1e-9, 2.0]), "float16")["zero"] == 0.5  # what became 0, not what became 1
 
 
 def our_scale_sequence():
@@ -124,3 +126,21 @@ def test_scale_loss_multiplies_in_fp32_so_a_16_bit_loss_cannot_overflow():
     scaled = DynamicLossScaler().scale_loss(logits.sum())  # 4.19 × 2¹⁶: inf in fp16, 274,596 in fp32
     assert scaled.dtype == np.float32 and np.isfinite(scaled.item())
     assert abs(scaled.item() - 4.19 * 65536) < 65536 * 0.002  # 4.19 itself rounded to fp16
+
+
+def test_the_scalers_defaults_are_the_documented_ones():
+    assert StaticLossScaler().scale == 1024.0
+    scaler = DynamicLossScaler()
+    assert (scaler.scale, scaler.growth_factor, scaler.backoff_factor, scaler.growth_interval) == (2.0**16, 2.0, 0.5, 2000)
+    torch = pytest.importorskip("torch")
+    theirs = torch.amp.GradScaler("cpu")
+    assert scaler.growth_interval == theirs.get_growth_interval() and scaler.scale == theirs.get_scale()
+
+
+def test_a_skipped_step_returns_false_and_a_taken_one_true():
+    w = Tensor(np.ones(2, dtype=np.float16), requires_grad=True)
+    master = MasterWeights([w], "float16")
+    w.grad = np.array([np.inf, 1.0], dtype=np.float16)
+    assert master.step(DynamicLossScaler(8.0), lr=0.1) is False
+    w.grad = np.array([1.0, 1.0], dtype=np.float16)
+    assert master.step(DynamicLossScaler(8.0), lr=0.1) is True

@@ -159,6 +159,8 @@ def test_clip_grad_norm_leaves_a_norm_below_the_limit_alone_and_matches_pytorch_
     before = a.grad
     assert clip_grad_norm_([a], max_norm=1.0) == pytest.approx(0.5)
     assert a.grad is before and list(a.grad) == [0.3, 0.4]
+    a.grad = before = np.array([3.0, 4.0])  # exactly at the limit: nothing to clip
+    assert clip_grad_norm_([a], max_norm=5.0) == 5.0 and a.grad is before
     one = Tensor(np.zeros((2, 2)), requires_grad=True)
     one.grad = np.array([[3.0, 0.0], [0.0, 4.0]])  # one tensor, not a list: its rows are not parameters
     assert clip_grad_norm_(one, max_norm=1.0) == pytest.approx(5.0)
