@@ -252,3 +252,12 @@ def test_a_norm_returned_as_an_array_of_one_is_told_to_be_a_number():
 
     message = check("04-clip-grad-norm", clip).message
     assert "return one plain number" in message and "a gradient has the shape" not in message
+
+
+def test_clipped_gradients_returned_as_a_generator_are_told_to_be_a_list():
+    def clip(grads, max_norm):
+        norm = float(np.sqrt(sum(np.sum(g**2) for g in grads)))
+        return (g * min(1.0, max_norm / (norm + 1e-6)) for g in grads), norm
+
+    message = check("04-clip-grad-norm", clip).message
+    assert "a generator: put the expression in [ ] to make a list" in message and "got tuple" not in message

@@ -151,7 +151,11 @@ def _run_clip(fn, grads, max_norm):
     if (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (list, tuple))
             and np.ndim(result[0]) == 0 and not isinstance(result[0], (list, tuple))):
         raise LearnerError("you returned (norm, clipped gradients): swap them, the list first, then the norm")
-    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], (list, tuple))):
+    if isinstance(result, tuple) and len(result) == 2 and not isinstance(result[0], (list, tuple)):
+        raise LearnerError(f"the first thing returned must be a list of the clipped gradients; got a "
+                           f"{type(result[0]).__name__}" + (" (a generator: put the expression in [ ] to make a list)"
+                                                           if hasattr(result[0], "__next__") else ""))
+    if not (isinstance(result, tuple) and len(result) == 2):
         raise LearnerError(f"return two things: the list of clipped gradients and the norm before clipping; "
                            f"got {type(result).__name__}")
     clipped, norm = result
