@@ -177,6 +177,11 @@ def _unbroadcast_cases():
                   note="both axes of length 1 were stretched: each must be summed, not only the first"),
              Case("an added axis and a stretched one: (2, 3, 4, 5) down to (3, 1, 5)",
                   (rng.standard_normal((2, 3, 4, 5)), (3, 1, 5)))]
+    for _ in range(6):  # generated: any number of added leading axes and stretched axes, in any places
+        full = tuple(int(n) for n in rng.integers(2, 5, rng.integers(1, 5)))
+        kept = full[rng.integers(0, len(full)):]
+        shape = tuple(1 if rng.random() < 0.5 else n for n in kept)
+        cases.append(Case(f"generated: {full} down to {shape}", (rng.standard_normal(full), shape)))
     return cases
 
 
