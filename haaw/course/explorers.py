@@ -6,7 +6,10 @@ as what a test asserts. ipywidgets and matplotlib are imported here, on first us
 """
 from __future__ import annotations
 
+from . import style
 from .nb01 import tiny_chain_step
+
+style.apply()
 
 WIDE = {"description_width": "initial"}  # show a slider's whole name ("temperature", not "temperat…")
 
@@ -178,7 +181,7 @@ def checkpoint_explorer(depth: int = 16, measure=None):
             ax.plot(baseline["timeline"], label="no checkpointing")
             ax.plot(result["timeline"], label=f"segments of {segment.value}")
             ax.set(xlabel="operation (forward, then backward)", ylabel="bytes kept for backward")
-            ax.legend(frameon=False, fontsize=8)
+            ax.legend(frameon=False, fontsize=10)
 
         _show_figure(picture, (6, 2.8), draw)
 

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import style
 from .nb01 import tiny_chain_step
+from .style import PALETTE as P
+from .style import SMALLEST_TEXT
+
+LIGHT = ("#A6CEE3", "#FDD49E")  # light blue and light orange, for the two regions behind the points
+style.apply()
 
 
 def plot_tangent_step(w: float = 2.0, x: float = 3.0, lr: float = 0.01, ax=None):
@@ -15,22 +21,22 @@ def plot_tangent_step(w: float = 2.0, x: float = 3.0, lr: float = 0.01, ax=None)
         _, ax = plt.subplots(figsize=(6, 3.6))
     span = max(2.5, abs(w) + 1.0, abs(s.w_new) + 0.5)
     ws = np.linspace(-span, span, 300)
-    ax.plot(ws, (ws * x) ** 2, color="#4c72b0", label="L(w) = (w·x)²")
+    ax.plot(ws, (ws * x) ** 2, color=P[0], label="L(w) = (w·x)²")
     near = np.linspace(w - 0.8, w + 0.8, 2)
-    ax.plot(near, s.loss + s.dL_dw * (near - w), color="#dd8452", lw=2,
+    ax.plot(near, s.loss + s.dL_dw * (near - w), color=P[1], lw=2,
             label=f"tangent at w = {w:g}: slope dL/dw = {s.dL_dw:.3g}")
-    ax.plot([w], [s.loss], "o", color="#dd8452")
+    ax.plot([w], [s.loss], "o", color=P[1])
     top = max(s.loss, s.loss_new) * 1.6 + 1
     ax.annotate("", xy=(s.w_new, 0.08 * top), xytext=(w, 0.08 * top),
-                arrowprops=dict(arrowstyle="->", color="#55a868", lw=2))
-    ax.text((w + s.w_new) / 2, 0.11 * top, "step −η·dL/dw", ha="center", fontsize=8, color="#55a868")
+                arrowprops=dict(arrowstyle="->", color=P[2], lw=2))
+    ax.text((w + s.w_new) / 2, 0.11 * top, "step −η·dL/dw", ha="center", fontsize=SMALLEST_TEXT, color=P[2])
     for at, height in ((w, s.loss), (s.w_new, s.loss_new)):
         ax.plot([at, at], [0, height], ls=":", color="0.6", lw=1)
-    ax.plot([s.w_new], [s.loss_new], "o", color="#55a868",
+    ax.plot([s.w_new], [s.loss_new], "o", color=P[2],
             label=f"after one step: w = {s.w_new:.3g}, L = {s.loss_new:.3g}")
     ax.set(xlabel="w", ylabel="L", ylim=(-0.05 * top, top), xlim=(-span, span))
     ax.axhline(0, color="0.8", lw=0.8)
-    ax.legend(loc="upper center", fontsize=8, frameon=False)
+    ax.legend(loc="upper center", fontsize=SMALLEST_TEXT, frameon=False)
     return ax
 
 
@@ -41,8 +47,8 @@ def plot_matmul_shapes(B: int = 4, n: int = 3, m: int = 2, ax=None):
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3))
-    colours = {"X": "#4c72b0", "W": "#dd8452", "Y": "#8c8c8c", "G": "#c44e52",
-               "Xᵀ": "#4c72b0", "Wᵀ": "#dd8452", "dW": "#dd8452", "dX": "#4c72b0"}
+    colours = {"X": P[0], "W": P[1], "Y": "#8c8c8c", "G": P[3],
+               "Xᵀ": P[0], "Wᵀ": P[1], "dW": P[1], "dX": P[0]}
     rows = [("Y = X W", [("X", B, n), ("W", n, m), ("Y", B, m)]),
             ("dL/dW = Xᵀ G", [("Xᵀ", n, B), ("G", B, m), ("dW", n, m)]),
             ("dL/dX = G Wᵀ", [("G", B, m), ("Wᵀ", m, n), ("dX", B, n)])]
@@ -53,7 +59,7 @@ def plot_matmul_shapes(B: int = 4, n: int = 3, m: int = 2, ax=None):
         for k, (name, r, c) in enumerate(mats):
             ax.add_patch(Rectangle((x, top - r * cell), c * cell, r * cell, facecolor=colours[name],
                                    alpha=0.35 if name in ("dW", "dX", "Y") else 0.8, edgecolor="black"))
-            ax.text(x + c * cell / 2, top - r * cell - 0.35, f"{name}\n{r}×{c}", ha="center", va="top", fontsize=8)
+            ax.text(x + c * cell / 2, top - r * cell - 0.35, f"{name}\n{r}×{c}", ha="center", va="top", fontsize=SMALLEST_TEXT)
             x += c * cell + 0.7
             if k < 2:
                 ax.text(x - 0.35, top - 0.45, "=" if k == 1 else "@", fontsize=11, ha="center", va="center")
@@ -81,8 +87,8 @@ def plot_decision_boundary(model, points, labels, ax=None, title=""):
     with no_grad():
         logits = model(Tensor(np.stack([grid_x.ravel(), grid_y.ravel()], axis=1))).data
     ax.contourf(grid_x, grid_y, logits.argmax(axis=1).reshape(grid_x.shape), levels=[-0.5, 0.5, 1.5],
-                colors=["#aec7e8", "#ffbb78"], alpha=0.7)
-    ax.scatter(points[:, 0], points[:, 1], c=np.where(labels == 0, "#1f77b4", "#ff7f0e"), s=10, edgecolor="k", lw=0.3)
+                colors=[LIGHT[0], LIGHT[1]], alpha=0.7)
+    ax.scatter(points[:, 0], points[:, 1], c=np.where(labels == 0, P[0], P[1]), s=10, edgecolor="k", lw=0.3)
     ax.set(title=title, xticks=[], yticks=[])
     return ax
 
@@ -96,7 +102,7 @@ def plot_gradient_norms(curves: dict, ax=None, title: str = ""):
     for name, norms in curves.items():
         ax.semilogy(np.arange(len(norms)), norms, label=name)
     ax.set(xlabel="layer (0 = input end)", ylabel="‖dL/d(layer input)‖", title=title)
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(frameon=False, fontsize=SMALLEST_TEXT)
     return ax
 
 
@@ -109,7 +115,7 @@ def plot_attention_row(d_k: int, scaled: bool = True, temperature: float = 1.0, 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 2.6))
     row = attention_row(d_k, scaled, temperature)
-    ax.bar(np.arange(len(row["weights"])), row["weights"], color="#4c72b0")
+    ax.bar(np.arange(len(row["weights"])), row["weights"], color=P[0])
     ax.set(ylim=(0, 1), xlabel="key", ylabel="attention weight",
            title=f"d_k = {d_k}, {'÷√d_k' if scaled else 'unscaled'}, T = {temperature:g}: entropy {row['entropy']:.2f}")
     return ax
@@ -147,9 +153,9 @@ def plot_block_gradients(root, named: dict, ax=None):
                             arrowprops=dict(arrowstyle="-|>", color="#777", lw=1.2, shrinkA=0, shrinkB=1))
             else:  # a residual path: around the right of the boxes in between
                 ax.annotate("", xy=(half_w, y + 0.1), xytext=(half_w, top - 0.1), annotation_clip=False,
-                            arrowprops=dict(arrowstyle="-|>", color="#c44e52", lw=1.4, shrinkA=0, shrinkB=1,
+                            arrowprops=dict(arrowstyle="-|>", color=P[3], lw=1.4, shrinkA=0, shrinkB=1,
                                             connectionstyle="bar,fraction=-0.1"))
-    ax.set_title("forward runs down; ‖grad‖ = ‖dL/d·‖ after backward", fontsize=9)
+    ax.set_title("forward runs down; ‖grad‖ = ‖dL/d·‖ after backward", fontsize=SMALLEST_TEXT)
     ax.set(xlim=(-1.1, 1.5), ylim=(-len(order) + 0.5, 0.5))
     ax.axis("off")
     return ax
@@ -165,13 +171,13 @@ def plot_memory_budget(rows: dict, ax=None):
     names = list(rows)
     parts = list(dict.fromkeys(part for row in rows.values() for part in row))
     bottom = np.zeros(len(names))
-    for part, colour in zip(parts, ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"]):
+    for part, colour in zip(parts, [P[0], P[1], P[2], P[3], P[4]]):
         heights = np.array([rows[n].get(part, 0) / 2**30 for n in names])
         ax.barh(names, heights, left=bottom, color=colour, label=part)
         bottom += heights
     ax.set(xlabel="GiB")
     ax.invert_yaxis()
-    ax.legend(frameon=False, fontsize=8, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    ax.legend(frameon=False, fontsize=SMALLEST_TEXT, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     return ax
 
 
@@ -193,7 +199,7 @@ def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), sc
     high = max(20, int(np.ceil(logs.max())) + 2) if logs.size else 20
     ax.hist(logs, bins=80, color="#8c8c8c")
     rows = {r["format"]: r for r in format_table()}
-    for name, colour in zip(formats, ["#c44e52", "#4c72b0", "#55a868"]):
+    for name, colour in zip(formats, [P[3], P[0], P[2]]):
         r = rows[name]
         for key, style in (("smallest subnormal", ":"), ("smallest normal", "--"), ("max", "-")):
             e = float(np.log2(r[key]))  # the largest is no power of two (fp16's is 65504): say the number
@@ -204,7 +210,7 @@ def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), sc
                 ax.plot([], [], color=colour, ls=style, label=label + " (off the chart)")
     ax.set(xlabel=f"log₂ |gradient{' × ' + format(scale, 'g') if scale != 1 else ''}|", ylabel="count",
            xlim=(low, high))
-    ax.legend(frameon=False, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.legend(frameon=False, fontsize=SMALLEST_TEXT, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return ax
 
 
@@ -219,7 +225,7 @@ def plot_training_loop(milliseconds: dict, ax=None):
     xs, ys = np.cos(angles), np.sin(angles)
     for i, name in enumerate(names):
         ax.text(xs[i], ys[i], f"{name}\n{milliseconds[name]:.1f} ms", ha="center", va="center", fontsize=10,
-                bbox=dict(boxstyle="round,pad=0.5", fc="#eef3fb", ec="#4c72b0"))
+                bbox=dict(boxstyle="round,pad=0.5", fc="#eef3fb", ec=P[0]))
         j = (i + 1) % len(names)
         ax.annotate("", xy=(0.78 * xs[j] + 0.22 * xs[i], 0.78 * ys[j] + 0.22 * ys[i]),
                     xytext=(0.78 * xs[i] + 0.22 * xs[j], 0.78 * ys[i] + 0.22 * ys[j]),
