@@ -51,14 +51,15 @@ def use(**implementations):
         active.update(previous)
 
 
-def _read_only_view(value):
-    """A read-only view of an array (the engine's array itself stays writable), also inside a list or tuple."""
+def read_only(value, copy: bool = False):
+    """A read-only view of an array (the array itself stays writable), or of a copy of it; also of the arrays
+    inside a list or tuple; anything else as it is."""
     if isinstance(value, np.ndarray):
-        view = value.view()
+        view = value.copy() if copy else value.view()
         view.flags.writeable = False
         return view
     if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
-        return type(value)(_read_only_view(v) for v in value)
+        return type(value)(read_only(v, copy) for v in value)
     return value
 
 
@@ -70,7 +71,7 @@ def _inputs_read_only(name: str, fn):
 
     def guarded(*args, **kwargs):
         try:
-            return fn(*map(_read_only_view, args), **{k: _read_only_view(v) for k, v in kwargs.items()})
+            return fn(*map(read_only, args), **{k: read_only(v) for k, v in kwargs.items()})
         except ValueError as err:
             if "read-only" not in str(err):
                 raise

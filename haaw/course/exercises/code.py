@@ -210,18 +210,9 @@ def _copies(args):
     """Read-only copies of the arrays in ``args`` (and in lists or tuples among them), as the engine hands its
     own arrays to your code (``haaw.use``): code that changes an input in place fails here at once, at its line,
     instead of passing its check and then corrupting the engine's arrays in a later cell."""
-    return tuple(read_only(a) for a in args)
+    from ...engine.plugins import read_only
 
-
-def read_only(value):
-    """A read-only copy of an array, or of the arrays in a list or tuple; anything else as it is."""
-    if isinstance(value, np.ndarray):
-        copy = value.copy()
-        copy.flags.writeable = False
-        return copy
-    if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
-        return type(value)(read_only(v) for v in value)
-    return value
+    return tuple(read_only(a, copy=True) for a in args)
 
 
 class LearnerError(Exception):
