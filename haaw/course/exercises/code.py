@@ -53,10 +53,10 @@ def _own_code_only(ex):
 
     saved = []
     try:
-        for module_name, attribute in ex.forbidden:
+        for module_name, attribute, *called in ex.forbidden:
             module = importlib.import_module(module_name)
 
-            def refuse(*args, _name=f"{module_name}.{attribute}", **kwargs):
+            def refuse(*args, _name=called[0] if called else f"{module_name}.{attribute}", **kwargs):
                 raise LearnerError(f"it calls {_name}, the course's own version of what this exercise asks you to "
                                    "write: write it yourself")
 
@@ -93,8 +93,9 @@ class CodeExercise:
     too_slow: str = ""  # what to look for when the code runs out of time, if this exercise knows better
     rtol: float = 1e-6  # float64; float32 cases use 1e-4
     atol: float = 1e-9
-    # the engine's or the course's own implementations of what the exercise asks for, as (module path,
-    # attribute): while the learner's function runs they refuse, so that calling them is not taken for writing them
+    # the engine's or the course's own implementations of what the exercise asks for, as (module path, attribute)
+    # or (module path, attribute, what the learner calls it): while the learner's function runs they refuse, so
+    # that calling them is not taken for writing them
     forbidden: tuple = ()
 
     @property
@@ -450,8 +451,9 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
             return False
         if mistake.premise is not None:
             try:
-                if not mistake.premise(fn, *case.args):
-                    return False
+                with _own_code_only(ex):
+                    if not mistake.premise(fn, *case.args):
+                        return False
             except Exception:
                 return False
         if mine is not None:

@@ -56,11 +56,9 @@ register(Exercise(
 
 
 # --- code exercise: backward for the scalar engine ---------------------------------------------------
-import contextlib  # noqa: E402
-
 import numpy as np  # noqa: E402
 
-from ...engine import Value, autograd  # noqa: E402
+from ...engine import Value  # noqa: E402
 from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
@@ -168,36 +166,20 @@ def _reused_intermediate():
 def _root_grad_after(fn, build):
     """What the root's grad is after ``fn`` ran: a diagnosis of "no seed" looks before it names."""
     root, _ = build()
-    with _own_walk_only():
-        fn(root)
+    fn(root)
     return root.grad
 
 
 def _grads(fn, build):
     root, watched = build()
-    with _own_walk_only():
-        fn(root)
+    fn(root)
     return np.array([node.grad for node in watched], dtype=np.float64)
-
-
-@contextlib.contextmanager
-def _own_walk_only():
-    """While the checked function runs, the engine's own backward refuses to: calling it is not writing it."""
-    def refuse(*args, **kwargs):
-        raise LearnerError("it calls the engine's own backward (root.backward(), or the backward or topological_order "
-                           "of haaw.engine.autograd): this exercise is to write that walk yourself, with a loop over a "
-                           "topological order")
-
-    engine = autograd.backward, autograd.topological_order
-    autograd.backward = autograd.topological_order = refuse
-    try:
-        yield
-    finally:
-        autograd.backward, autograd.topological_order = engine
 
 
 register(CodeExercise(
     key="02-backward",
+    forbidden=(("haaw.engine.autograd", "backward", "the engine's own backward (root.backward())"),
+               ("haaw.engine.autograd", "topological_order", "the engine's own topological_order")),
     question="Write backward(root) for the scalar engine: put every node root depends on in topological order "
              "(each after its parents; use a loop, not recursion), set root.grad = 1, then walk the order backwards "
              "and add upstream × local derivative into each parent's grad. A node's inputs are node._parents, its "
