@@ -429,7 +429,8 @@ class Tensor:
         return _matmul(_lift(other, self), self)
 
     # --- in-place changes: allowed where no gradient is being recorded, and versioned -----------
-    def _in_place(self, name: str, instead: str, change, value=None) -> "Tensor":
+    def _in_place(self, name: str, instead: str, value, change) -> "Tensor":
+        """``change(self.data, value's array)``, if no gradient can be lost by it; bumps the version."""
         if self.requires_grad and _grad_enabled:
             raise RuntimeError(f"{name}: in-place change of a tensor that requires a gradient; backward may "
                                f"need its old value. Write {instead} instead (or use no_grad() for an update).")
@@ -438,33 +439,25 @@ class Tensor:
             raise RuntimeError(f"{name}: the value written requires a gradient, and haaw does not record in-place "
                                f"writes, so its gradient would be lost. Write {instead} instead (or write "
                                "value.detach() if no gradient should flow).")
-        change(self.data)
+        change(self.data, value.data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return self
 
     def __iadd__(self, other):
-        data = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x += ...", "y = x + ...", lambda d: np.add(d, data, out=d, casting="unsafe"), other)
+        return self._in_place("x += ...", "y = x + ...", other, lambda d, v: np.add(d, v, out=d, casting="unsafe"))
 
     def __isub__(self, other):
-        data = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x -= ...", "y = x - ...", lambda d: np.subtract(d, data, out=d, casting="unsafe"),
-                              other)
+        return self._in_place("x -= ...", "y = x - ...", other, lambda d, v: np.subtract(d, v, out=d, casting="unsafe"))
 
     def __imul__(self, other):
-        data = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x *= ...", "y = x * ...", lambda d: np.multiply(d, data, out=d, casting="unsafe"),
-                              other)
+        return self._in_place("x *= ...", "y = x * ...", other, lambda d, v: np.multiply(d, v, out=d, casting="unsafe"))
 
     def __itruediv__(self, other):
-        data = other.data if isinstance(other, Tensor) else other
-        return self._in_place("x /= ...", "y = x / ...", lambda d: np.divide(d, data, out=d, casting="unsafe"),
-                              other)
+        return self._in_place("x /= ...", "y = x / ...", other, lambda d, v: np.divide(d, v, out=d, casting="unsafe"))
 
     def __setitem__(self, index, value):
-        data = value.data if isinstance(value, Tensor) else value
-        self._in_place("x[...] = ...", "a new tensor (e.g. cat the pieces)", lambda d: d.__setitem__(index, data),
-                       value)
+        self._in_place("x[...] = ...", "a new tensor (e.g. cat the pieces)", value,
+                       lambda d, v: d.__setitem__(index, v))
 
     # --- functions -----------------------------------------------------------------------------
     def exp(self):
