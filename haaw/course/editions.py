@@ -27,18 +27,14 @@ POINTER = re.compile(r"""(`hint\("[^"]+"\)`\s*)(gives a nudge \(ask again for mo
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
-def _significant(token: str) -> int:
-    mantissa = token.lstrip("-").replace(",", "").lower().split("e")[0]
-    digits = mantissa.replace(".", "").lstrip("0")
-    return max(len(digits) if "." in mantissa else len(digits.rstrip("0")), 1)
-
-
 def _reveals(text: str, answer: float) -> bool:
     """Does a number in ``text`` give ``answer`` away: equal to it at the digits the number shows?"""
     if not answer:
         return False
+    from .exercises.core import _significant_digits  # how many digits a number shows, as the checker counts them
+
     for token in NUMBER.findall(text):
-        digits = _significant(token)
+        digits = max(_significant_digits(token), 1)
         try:
             value = float(token.replace(",", ""))
         except ValueError:

@@ -114,6 +114,12 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
     return losses.sum() / total
 
 
+def _narrow(x: Tensor) -> bool:
+    """A 16- or 8-bit floating-point format (float16, bfloat16, the float8s): one PyTorch computes in float32."""
+    kind = x.data.dtype.kind
+    return kind == "V" or (kind == "f" and x.data.dtype.itemsize < 4)
+
+
 def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
     """GELU, tanh form: x · Φ(x) approximated as ½x(1 + tanh(√(2/π)(x + 0.044715x³))).
 
@@ -122,7 +128,7 @@ def gelu(x: Tensor, approximate: str = "tanh") -> Tensor:
     """
     if approximate != "tanh":
         raise ValueError(f"gelu: haaw implements approximate='tanh' only, got {approximate!r}")
-    if x.data.dtype.kind == "f" and x.data.dtype.itemsize < 4 or x.data.dtype.kind == "V":
+    if _narrow(x):
         # in 16 bits, x³ overflows from |x| ≈ 40 (fp16) and its gradient becomes 0 · inf = nan: compute in
         # float32 and round the result, as PyTorch does
         return gelu(x.to(np.float32)).to(x.data.dtype)
@@ -146,7 +152,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: 
         if p is not None and tuple(np.shape(p.data if isinstance(p, Tensor) else p)) != shape:
             raise ValueError(f"layer_norm: the {name} has shape {tuple(np.shape(getattr(p, 'data', p)))}, but "
                              f"normalized_shape is {shape}: one {name} per normalised entry")
-    if x.data.dtype.kind == "f" and x.data.dtype.itemsize < 4 or x.data.dtype.kind == "V":
+    if _narrow(x):
         # in 16 bits the mean and variance of a few features lose most of their digits: compute in float32 and
         # round the result, as PyTorch does
         wide = [None if p is None else (p.to(np.float32) if isinstance(p, Tensor) else p) for p in (weight, bias)]
