@@ -18,17 +18,22 @@ def notebook(*sources):
                        "nbformat": 4, "nbformat_minor": 5})
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="memory is read from Linux's /proc")
-def test_a_notebook_over_the_memory_limit_fails_its_last_cell(pytester, monkeypatch):
-    # the budget is enforced for the CPU build of torch, the one Binder installs, whatever is installed here
-    conftest = (ROOT / "conftest.py").read_text() + '\ntorch_build = lambda: "cpu"  # as on Binder\n'
+def run_big_notebook(pytester, monkeypatch, build: str):
+    """A notebook that holds 100 MiB, under a 130 MiB limit, with conftest.py seeing the given torch build.
+    It runs in this process: a new one would import pytest and its plugins again (about 3 s of CPU)."""
+    conftest = (ROOT / "conftest.py").read_text() + f"\ntorch_build = lambda: {build!r}\n"
     (pytester.path / "conftest.py").write_text(conftest)
     (pytester.path / "big.ipynb").write_text(notebook(
         "import numpy as np\nheld = np.ones(100 * 2**20 // 8)", "x = 1"))
     monkeypatch.setenv("HAAW_MEMORY_LIMIT_MIB", "130")  # a kernel alone is about 60 MiB; 100 MiB more passes it
-    # in this process: a new one would import pytest and its plugins again (about 3 s of CPU)
-    result = pytester.runpytest_inprocess("--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
-                                          "-p", "no:benchmark", "big.ipynb")
+    return pytester.runpytest_inprocess("--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
+                                        "-p", "no:benchmark", "big.ipynb")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="memory is read from Linux's /proc")
+def test_a_notebook_over_the_memory_limit_fails_its_last_cell(pytester, monkeypatch):
+    # the budget is enforced for the CPU build of torch, whatever is installed here
+    result = run_big_notebook(pytester, monkeypatch, "cpu")
     result.assert_outcomes(passed=1, failed=1)  # the cell that grew the memory passes; the last cell fails
     result.stdout.fnmatch_lines(["*big.ipynb: the kernel and its processes reached * MiB while the notebook ran, "
                                  "over the 130 MiB a Binder session is guaranteed*",
@@ -37,14 +42,8 @@ def test_a_notebook_over_the_memory_limit_fails_its_last_cell(pytester, monkeypa
 
 @pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="memory is read from Linux's /proc")
 def test_with_a_gpu_build_of_torch_the_budget_is_not_enforced_and_the_run_says_why(pytester, monkeypatch):
-    """Binder runs PyTorch's CPU build; a learner with PyPI's CUDA build must not fail a budget Binder would pass."""
-    conftest = (ROOT / "conftest.py").read_text() + '\ntorch_build = lambda: "gpu"  # as PyPI\'s Linux wheel\n'
-    (pytester.path / "conftest.py").write_text(conftest)
-    (pytester.path / "big.ipynb").write_text(notebook(
-        "import numpy as np\nheld = np.ones(100 * 2**20 // 8)", "x = 1"))
-    monkeypatch.setenv("HAAW_MEMORY_LIMIT_MIB", "130")
-    result = pytester.runpytest_inprocess("--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
-                                          "-p", "no:benchmark", "big.ipynb")
+    """The budget is checked with the CPU build; a learner with PyPI's CUDA build must not fail it."""
+    result = run_big_notebook(pytester, monkeypatch, "gpu")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["notebook memory (kernel and its processes, peak while it ran): bi * MiB",
                                  "notebook memory: the installed torch is a GPU (CUDA or ROCm) build*not enforced*"])
