@@ -14,20 +14,41 @@ style.apply()
 WIDE = {"description_width": "initial"}  # show a slider's whole name ("temperature", not "temperat…")
 
 
-def _show_figure(picture, figsize, draw) -> None:
-    """Replace what the Output widget ``picture`` shows with a new figure, drawn by ``draw(ax)``.
+def _show_figure(picture, figsize, draw, description: str) -> None:
+    """Replace what the Output widget ``picture`` shows with a new figure, drawn by ``draw(ax)``, and the
+    ``description`` in words of what it shows (``style.show_figure``).
 
     The figure is made without pyplot, so it is not among pyplot's open figures, which the inline
     backend shows and closes when any cell ends. ipykernel can handle a slider's message while a cell
     is running, and an explorer drawing through pyplot then once showed a blank picture."""
-    from IPython.display import display
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize)
     draw(fig.subplots())
     picture.clear_output(wait=True)
     with picture:
-        display(fig)
+        style.show_figure(description, fig)
+
+
+def _named(slider):
+    """``slider`` with a box beside it that holds the same value and that a screen reader can name.
+
+    ipywidgets gives a slider's handle no accessible name and has no setting for one: the description is
+    a label the handle is not tied to, so a screen reader hears "slider 2". A number box or drop-down
+    takes its accessible name from its tooltip when its own description is empty. The box replaces the
+    slider's readout; typing a value in it moves the slider, and moving the slider changes it."""
+    import ipywidgets as widgets
+
+    layout = widgets.Layout(width="7em")
+    name = slider.description
+    if isinstance(slider, widgets.SelectionSlider):
+        box = widgets.Dropdown(options=slider.options, value=slider.value, tooltip=name, layout=layout)
+    else:
+        kind = widgets.BoundedIntText if isinstance(slider, widgets.IntSlider) else widgets.BoundedFloatText
+        box = kind(value=slider.value, min=slider.min, max=slider.max, step=slider.step, tooltip=name, layout=layout)
+    slider.readout = False
+    widgets.link((slider, "value"), (box, "value"))
+    return widgets.HBox([slider, box])
 
 
 def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
@@ -48,12 +69,16 @@ def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
     def redraw(_=None):
         w_, x_, lr_ = (s.value for s in sliders)
         numbers.value = "<pre>" + str(tiny_chain_step(w_, x_, lr_)) + "</pre>"
-        _show_figure(picture, (6, 3.6), lambda ax: plot_tangent_step(w_, x_, lr_, ax=ax))
+        step = tiny_chain_step(w_, x_, lr_)
+        _show_figure(picture, (6, 3.6), lambda ax: plot_tangent_step(w_, x_, lr_, ax=ax),
+                     f"the curve L(w) = (w·x)² for x = {x_:g}; its tangent at w = {w_:g}, slope dL/dw = "
+                     f"{step.dL_dw:.3g}; an arrow for one step with η = {lr_:g}, to w = {step.w_new:.3g}, "
+                     f"where L = {step.loss_new:.3g}.")
 
     for s in sliders:
         s.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox(sliders[:2]), sliders[2], numbers, picture])
+    return widgets.VBox([widgets.HBox([_named(s) for s in sliders[:2]]), _named(sliders[2]), numbers, picture])
 
 
 def backward_stepper(root, width: int | None = None):
@@ -77,7 +102,7 @@ def backward_stepper(root, width: int | None = None):
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([slider, text, picture])
+    return widgets.VBox([_named(slider), text, picture])
 
 
 def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
@@ -94,12 +119,14 @@ def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
     def redraw(_=None):
         b, n_, m_ = (s.value for s in sliders)
         text.value = "<pre>" + describe_matmul_gradients(b, n_, m_) + "</pre>"
-        _show_figure(picture, (8, 3), lambda ax: plot_matmul_shapes(b, n_, m_, ax=ax))
+        _show_figure(picture, (8, 3), lambda ax: plot_matmul_shapes(b, n_, m_, ax=ax),
+                     f"the three products drawn to scale as blocks: X ({b}×{n_}) @ W ({n_}×{m_}) = Y ({b}×{m_}); "
+                     f"Xᵀ ({n_}×{b}) @ G ({b}×{m_}) = dW ({n_}×{m_}); G ({b}×{m_}) @ Wᵀ ({m_}×{n_}) = dX ({b}×{n_}).")
 
     for s in sliders:
         s.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox(sliders), text, picture])
+    return widgets.VBox([widgets.HBox([_named(s) for s in sliders]), text, picture])
 
 
 def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
@@ -127,12 +154,14 @@ def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
             plot_gradient_norms({"this setting": norms}, ax=ax)
             ax.set_ylim(min(1e-4, norms.min() / 2), max(1e4, norms.max() * 2))
 
-        _show_figure(picture, (6, 3.4), draw)
+        _show_figure(picture, (6, 3.4), draw,
+                     f"the gradient norm reaching each of the {len(norms)} layers, on a log scale: "
+                     f"{norms[0]:.3g} at the first layer, {norms[-1]:.3g} at the last.")
 
     for w in (depth_slider, scale_slider, residual, normalise):
         w.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox([depth_slider, scale_slider]), widgets.HBox([residual, normalise]),
+    return widgets.VBox([widgets.HBox([_named(depth_slider), _named(scale_slider)]), widgets.HBox([residual, normalise]),
                          text, picture])
 
 
@@ -140,7 +169,7 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
     """d_k, temperature and the 1/√d_k switch: how peaked the attention gets, how big its gradient."""
     import ipywidgets as widgets
 
-    from .nb05 import describe_attention_row
+    from .nb05 import attention_row, describe_attention_row
     from .plots import plot_attention_row
 
     dims = widgets.SelectionSlider(style=WIDE, options=[2**i for i in range(11)], value=d_k, description="d_k")
@@ -150,13 +179,16 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
 
     def redraw(_=None):
         text.value = "<pre>" + describe_attention_row(dims.value, scaled.value, temp.value) + "</pre>"
+        weights = attention_row(dims.value, scaled.value, temp.value)["weights"]
         _show_figure(picture, (6, 2.6),
-                     lambda ax: plot_attention_row(dims.value, scaled.value, temp.value, ax=ax))
+                     lambda ax: plot_attention_row(dims.value, scaled.value, temp.value, ax=ax),
+                     f"bars: the attention weight one query gives each of {len(weights)} keys; the largest "
+                     f"is {max(weights):.2f}, the smallest {min(weights):.2f}.")
 
     for w in (dims, temp, scaled):
         w.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox([dims, temp, scaled]), text, picture])
+    return widgets.VBox([widgets.HBox([_named(dims), _named(temp), scaled]), text, picture])
 
 
 def checkpoint_explorer(depth: int = 16, measure=None):
@@ -183,11 +215,14 @@ def checkpoint_explorer(depth: int = 16, measure=None):
             ax.set(xlabel="operation (forward, then backward)", ylabel="bytes kept for backward")
             ax.legend(frameon=False, fontsize=10)
 
-        _show_figure(picture, (6, 2.8), draw)
+        _show_figure(picture, (6, 2.8), draw,
+                     f"bytes kept for backward after each operation, forward then backward: at most "
+                     f"{max(baseline['timeline']) / 2**20:.2f} MiB without checkpointing, "
+                     f"{max(result['timeline']) / 2**20:.2f} MiB with segments of {segment.value}.")
 
     segment.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([segment, text, picture])
+    return widgets.VBox([_named(segment), text, picture])
 
 
 def loss_scale_explorer(grads, log2_scale: int = 0, max_log2: int = 30):
@@ -205,11 +240,14 @@ def loss_scale_explorer(grads, log2_scale: int = 0, max_log2: int = 30):
         r = cast_report(grads, "float16", scale)
         text.value = (f"<pre>loss scale 2^{slider.value} = {scale:,.0f}: in fp16 {r['zero']:.1%} of the gradients "
                       f"become 0, {r['inf']:.1%} overflow to inf, {r['kept']:.1%} survive</pre>")
-        _show_figure(picture, (7, 3), lambda ax: plot_gradient_ranges(grads, formats=("float16",), scale=scale, ax=ax))
+        _show_figure(picture, (7, 3), lambda ax: plot_gradient_ranges(grads, formats=("float16",), scale=scale, ax=ax),
+                     f"a histogram of log₂ |gradient × 2^{slider.value}|, with fp16's smallest subnormal, smallest "
+                     f"normal and largest number marked: in fp16 {r['zero']:.1%} of them become 0 and "
+                     f"{r['inf']:.1%} overflow to inf.")
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([slider, text, picture])
+    return widgets.VBox([_named(slider), text, picture])
 
 
 def padding_explorer(max_extra: int = 12):
@@ -234,7 +272,7 @@ def padding_explorer(max_extra: int = 12):
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([slider, text])
+    return widgets.VBox([_named(slider), text])
 
 
 def workers_explorer(gradient_gb: float = 14.0):
@@ -267,7 +305,7 @@ def workers_explorer(gradient_gb: float = 14.0):
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([slider, text])
+    return widgets.VBox([_named(slider), text])
 
 
 def sampling_explorer(model, tokenizer, prompt: str = "the ", length: int = 120):
@@ -285,4 +323,4 @@ def sampling_explorer(model, tokenizer, prompt: str = "the ", length: int = 120)
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([slider, text])
+    return widgets.VBox([_named(slider), text])

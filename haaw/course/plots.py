@@ -7,6 +7,7 @@ from . import style
 from .nb01 import tiny_chain_step
 from .style import PALETTE as P
 from .style import SMALLEST_TEXT
+from .style import show_figure  # noqa: F401  (the notebooks take it from here, beside the plots)
 
 LIGHT = ("#A6CEE3", "#FDD49E")  # light blue and light orange, for the two regions behind the points
 style.apply()

@@ -4,6 +4,9 @@ The colours are Okabe and Ito's palette (2008), made for the common colour-visio
 also gets its own dash pattern, so that no plot tells two lines apart by colour alone. Text is 10 pt at
 least. ``apply()`` sets matplotlib's defaults; the course's plots and explorers call it when imported,
 so every notebook's figures follow it.
+
+Every figure is shown with a description in words (``show_figure``): printed under it as a caption, which a
+screen reader reads, and stored as the figure's plain-text form instead of "<Figure size 600x360 …>".
 """
 from __future__ import annotations
 
@@ -22,3 +25,34 @@ def apply() -> None:
         "font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "legend.fontsize": SMALLEST_TEXT,
         "xtick.labelsize": SMALLEST_TEXT, "ytick.labelsize": SMALLEST_TEXT, "legend.title_fontsize": SMALLEST_TEXT,
     })
+
+
+def show_figure(description: str, fig=None) -> None:
+    """Show ``fig`` (pyplot's current figure if None) with ``description`` printed under it, then close it.
+
+    Use it where ``plt.show()`` would go. The description says in words what the picture shows, so that a
+    learner who cannot see it (a screen reader reads printed text, not pixels) loses nothing; everyone else
+    reads it as a caption. In a notebook it is also the figure's text/plain form, which a frontend that
+    cannot show images shows instead."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("show_figure needs a description in words of what the figure shows")
+    fig = plt.gcf() if fig is None else fig
+    shell = _ipython()
+    if shell is not None:
+        from IPython.display import display
+
+        data, metadata = shell.display_formatter.format(fig)
+        data["text/plain"] = f"Figure: {description}"
+        display(data, raw=True, metadata=metadata)
+    plt.close(fig)
+    print(f"Figure: {description}")
+
+
+def _ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()

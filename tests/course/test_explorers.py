@@ -161,3 +161,64 @@ def test_an_explorer_s_picture_never_joins_pyplot_s_open_figures():
         slider = (find(box, "FloatSlider") + find(box, "IntSlider"))[0]
         slider.value = slider.max
         assert plt.get_fignums() == [], type(slider).__name__
+
+
+def every_explorer():
+    from haaw.course.explorers import (attention_scaling_explorer, checkpoint_explorer, gradient_flow_explorer,
+                                       loss_scale_explorer, matmul_shape_explorer, padding_explorer,
+                                       sampling_explorer, workers_explorer)
+    from haaw.course.nb10 import CharTokenizer, TinyGPT, load_story
+
+    w, x = Value(2.0, label="w"), Value(3.0, label="x")
+    tokenizer = CharTokenizer(load_story())
+    return {"tangent": tangent_explorer(), "stepper": backward_stepper((w * x) ** 2),
+            "matmul": matmul_shape_explorer(), "flow": gradient_flow_explorer(depth=4),
+            "attention": attention_scaling_explorer(), "checkpoint": checkpoint_explorer(depth=2),
+            "loss scale": loss_scale_explorer(np.logspace(-8, 2, 50)), "padding": padding_explorer(),
+            "workers": workers_explorer(),
+            "sampling": sampling_explorer(TinyGPT(len(tokenizer), context=8, seed=0), tokenizer, length=5)}
+
+
+SLIDERS = ("FloatSlider", "IntSlider", "SelectionSlider")
+BOXES = ("BoundedFloatText", "BoundedIntText", "Dropdown")
+
+
+def test_every_slider_has_a_box_beside_it_that_a_screen_reader_can_name():
+    """ipywidgets leaves a slider's handle without an accessible name; the box beside it is named by its tooltip
+    (its description is empty, so the frontend puts the tooltip in its title). Typing in it moves the slider."""
+    for name, box in every_explorer().items():
+        rows = [row for row in find(box, "HBox") if any(type(c).__name__ in SLIDERS for c in row.children)]
+        sliders = [s for kind in SLIDERS for s in find(box, kind)]
+        assert sliders and len(rows) >= 1, name
+        for slider in sliders:
+            row = next(r for r in rows if slider in r.children)
+            named = [c for c in row.children if type(c).__name__ in BOXES]
+            assert len(named) == 1, f"{name}: {slider.description} has no box beside it"
+            named = named[0]
+            assert named.tooltip == slider.description and named.description == "", name
+            assert not slider.readout, f"{name}: {slider.description} shows an unnamed readout as well as the box"
+            choices = slider.options if hasattr(slider, "options") else (slider.min, slider.max)
+            other = [v for v in choices if v != slider.value][-1]
+            named.value = other
+            assert slider.value == other, f"{name}: typing in the box did not move the slider"
+
+
+def test_every_explorer_picture_comes_with_its_description_in_words(monkeypatch):
+    """Outside a kernel an Output widget records nothing, so the call that shows each picture is watched."""
+    from haaw.course import style
+
+    shown = []
+    monkeypatch.setattr(style, "show_figure", lambda description, fig: shown.append((description, fig)))
+    drawing = 0
+    for name, box in every_explorer().items():
+        if not find(box, "Output"):
+            continue
+        drawing += 1
+        before = len(shown)
+        slider = [s for kind in SLIDERS for s in find(box, kind)][0]
+        ends = slider.options if hasattr(slider, "options") else (slider.min, slider.max)
+        slider.value = [v for v in ends if v != slider.value][0]
+        assert len(shown) == before + 1, f"{name}: moving its slider did not draw one described picture"
+    assert drawing == 6 and len(shown) == 2 * drawing  # once when built, once when moved
+    for description, fig in shown:
+        assert fig.axes and len(description.split()) >= 12 and description.endswith("."), description
