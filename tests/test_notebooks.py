@@ -97,3 +97,19 @@ def _gives_away(cell, answer):
         if abs(number - abs(answer)) <= 0.5 * 10 ** (math.floor(math.log10(number)) - shown + 1):  # half a last digit
             return True
     return False
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_is_stored_with_its_description_in_words(path):
+    """show_figure's two copies of the description: the figure's text/plain, and the caption printed under it,
+    which a screen reader reads. A figure shown with plt.show() has "<Figure size …>" and no caption."""
+    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        outputs = cell.get("outputs", [])
+        for k, out in enumerate(outputs):
+            if "image/png" not in out.get("data", {}):
+                continue
+            plain = out.data.get("text/plain", "")
+            assert plain.startswith("Figure: ") and len(plain.split()) >= 12, f"cell {i}: {plain[:80]!r}"
+            caption = outputs[k + 1] if k + 1 < len(outputs) else {}
+            assert caption.get("output_type") == "stream" and caption.text.startswith(plain), \
+                f"cell {i}: no caption printed under the figure"

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Machado, Oliveira and Fernandes (2009): dichromacy (severity 1.0) as a matrix on linear RGB
@@ -63,3 +64,18 @@ def test_no_figure_text_is_smaller_than_10_points():
                 for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"]
     small = [m for s in sources for m in re.findall(r"fontsize=(\d+(?:\.\d+)?)", s) if float(m) < 10]
     assert not small, small
+
+
+def test_show_figure_prints_its_description_and_closes_the_figure(capsys):
+    import matplotlib.pyplot as plt
+
+    from haaw.course.style import show_figure
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    show_figure("a line falling from 1 to 0.")
+    assert capsys.readouterr().out == "Figure: a line falling from 1 to 0.\n"
+    assert not plt.fignum_exists(fig.number)
+    for nothing in ("", "   ", None):
+        with pytest.raises(ValueError, match="description in words"):
+            show_figure(nothing)
