@@ -1,4 +1,5 @@
 """binder/ must build the same course as requirements-no-torch.txt: the course without PyTorch."""
+import json
 import re
 from pathlib import Path
 
@@ -61,8 +62,26 @@ def test_the_instructor_guide_covers_every_notebook_with_measured_times():
         assert f"| {path.name[:2]} | " in generated, f"no measured row for {path.name}"
         for key in re.findall(r"check\(\s*[\"']([^\"']+)", path.read_text().replace('\\"', '"')):
             assert f"`{key}`" in generated, f"{key} is missing from the guide"
-    for plan in ("3-hour workshop", "full day", "If Binder is down", "HAAW_SOLUTIONS=off"):
+    for plan in ("2-hour session", "3-hour workshop", "Two days", "If Binder is down", "HAAW_SOLUTIONS=off",
+                 "00_setup_check.ipynb"):
         assert plan in guide
+
+
+def test_the_minutes_per_section_are_counted_from_the_notebooks_as_they_are():
+    """docs/sections.md, rewritten from the notebooks and the stored run times, is the page as committed: a
+    section added, an exercise moved or a paragraph rewritten without rerunning the script fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("measure_notebooks", ROOT / "scripts" / "measure_notebooks.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    page = (ROOT / "docs" / "sections.md").read_text()
+    stored = json.loads((ROOT / "docs" / "notebook-measurements.json").read_text())
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    machine = page.split("measurements). ", 1)[1].split("\n", 1)[0]
+    assert script.sections_page(notebooks, stored, machine) + "\n" == page
+    for plan in script.PLANS:
+        assert f"**{plan}**, about " in page
 
 
 def test_a_binder_session_runs_the_student_edition_with_solutions_off(tmp_path):

@@ -126,7 +126,8 @@ def lab(tmp_path_factory):
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
-        nb.cells.append(nbformat.v4.new_code_cell(SOLUTION_PROBE.format(key=first_exercise(nb))))
+        if not path.name.startswith("00"):  # the setup check has no exercise to ask a solution for
+            nb.cells.append(nbformat.v4.new_code_cell(SOLUTION_PROBE.format(key=first_exercise(nb))))
         nbformat.write(nb, served / "notebooks" / path.name)
     (served / "broken.ipynb").write_text(json.dumps(BROKEN))
     (served / "see-through.ipynb").write_text(json.dumps(SEE_THROUGH))
@@ -279,7 +280,8 @@ CELLS_JS = """id => [...document.getElementById(id).querySelectorAll('.jp-Notebo
         [...cell.querySelectorAll('.jp-OutputArea [data-mime-type="application/vnd.jupyter.stderr"]')]
             .map(e => e.textContent),
         cell.textContent.includes('Error displaying widget'),
-        cell.querySelector('.jp-OutputArea .noUi-handle') !== null])"""
+        cell.querySelector('.jp-OutputArea .noUi-handle') !== null,
+        cell.querySelector('.jp-OutputArea .jupyter-widgets') !== null])"""
 # Figures that would vanish in a dark theme: a picture whose corner is transparent, or a drawing with no
 # background of its own (dark text on the dark page). Returns a description of each.
 SEE_THROUGH_JS = """async id => {
@@ -379,11 +381,13 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
         problems += student_edition_problems(name, page.evaluate(CODE_CELLS_JS, running.path))
     cells = page.locator(f'[id="{running.id}"] .jp-Notebook .jp-Cell')
     # every cell read in one round trip: its error outputs, a widget that failed, whether it has a slider
-    for index, errors, widget_failed, has_slider in page.evaluate(CELLS_JS, running.id):
+    for index, errors, widget_failed, has_slider, has_widget in page.evaluate(CELLS_JS, running.id):
         where = f"{name}, cell {index}"
         problems += [f"{where}: error output: {text[:500]}" for text in errors]
         if widget_failed:
             problems.append(f"{where}: Error displaying widget")
+        if has_widget:
+            problems += unnamed_controls(cells.nth(index), where)
         if has_slider:
             cell = cells.nth(index)
             problems += _move_first_slider(page, cell, cell.locator(".jp-OutputArea .noUi-handle").first, where,
@@ -394,6 +398,23 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
         problems += exercise_round_trip(page, cells, name)
     if shots:
         page.screenshot(path=str(shots / f"{Path(name).stem}.png"))
+    return problems
+
+
+CONTROL = re.compile(r'^\s*- (slider|spinbutton|checkbox|combobox|textbox|button)(?: "([^"]*)")?')
+
+
+def unnamed_controls(cell, where: str) -> list[str]:
+    """What a screen reader meets in an explorer, read from the accessibility tree Chromium builds (Playwright's
+    ARIA snapshot): every box, switch and button has a name, and every slider, whose handle ipywidgets leaves
+    nameless, has a named number box or drop-down beside it that holds the same value."""
+    found = [CONTROL.match(line) for line in cell.locator(".jp-OutputArea").first.aria_snapshot().splitlines()]
+    found = [(m.group(1), m.group(2)) for m in found if m]
+    problems = [f"{where}: a {role} without an accessible name" for role, name in found if role != "slider" and not name]
+    sliders = sum(role == "slider" for role, _ in found)
+    boxes = sum(role in ("spinbutton", "combobox") and bool(name) for role, name in found)
+    if boxes < sliders:
+        problems.append(f"{where}: {sliders} slider(s) but {boxes} named box(es) beside them")
     return problems
 
 
@@ -409,6 +430,8 @@ def student_edition_problems(name: str, cells: list[dict]) -> list[str]:
     exercises = [c for c in cells[:-1] if EXERCISE.search(c["source"])]
     problems += [f"{name}: an exercise shows {c['printed'][:300]!r}, not \"Not attempted yet\"; its cell: "
                  f"{c['source'][:200]!r}" for c in exercises if "Not attempted yet" not in c["printed"]]
+    if name.startswith("00"):  # the setup check has no exercise and asks for no solution
+        return problems
     if not cells or "Solutions are switched off" not in cells[-1]["printed"]:
         shown = cells[-1]["printed"][:300] if cells else ""
         problems.append(f"{name}: the student edition gave a solution; it printed {shown!r}")
@@ -549,3 +572,4 @@ def test_a_broken_explorer_callback_is_reported_with_notebook_and_cell(notebook_
     problems, _ = notebook_runs["broken.ipynb"]
     assert problems and all(p.startswith("broken.ipynb, cell 0:") for p in problems)
     assert any("did not change" in p for p in problems)
+    assert "broken.ipynb, cell 0: 1 slider(s) but 0 named box(es) beside them" in problems

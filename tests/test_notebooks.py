@@ -12,17 +12,27 @@ from haaw.course.editions import student_notebook
 from haaw.course.exercises.code import CodeExercise
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00")]  # 00 checks the setup: no lesson, no exercise
 
 
 def code_cells(nb):
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
-def test_the_course_has_its_first_notebooks_in_order():
-    assert [p.name[:2] for p in NOTEBOOKS][:2] == ["01", "02"]
+def test_the_course_has_its_setup_check_then_its_first_notebooks_in_order():
+    assert [p.name[:2] for p in NOTEBOOKS][:3] == ["00", "01", "02"]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_setup_check_says_ok_or_what_to_fix_on_every_line():
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    printed = "".join(o.get("text", "") for c in code_cells(nb) for o in c.outputs if o.output_type == "stream")
+    lines = [line for line in printed.splitlines() if line.strip()]
+    assert lines[-1] == "All set: open 01_chain_rule.ipynb."
+    assert all(line.startswith(("ok   ", "Figure: ")) for line in lines[:-1]), printed
+    assert sum(line.startswith("ok   ") for line in lines) >= 10
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_each_notebook_is_a_complete_lesson(path):
     nb = nbformat.read(path, as_version=4)
     text = "\n".join(c.source for c in nb.cells)
@@ -57,7 +67,8 @@ def test_the_student_edition_is_the_notebook_with_solutions_off_and_exercise_out
     assert 'os.environ["HAAW_SOLUTIONS"] = "off"' in nb.cells[first].source
     assert nb.cells[first].source.endswith(original.cells[first].source.partition("\n")[2])
     exercises = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and re.search(r"check\(\s*[\"']", c.source)]
-    assert exercises and all(not nb.cells[i].outputs and nb.cells[i].execution_count is None for i in exercises)
+    assert exercises or path not in LESSONS
+    assert all(not nb.cells[i].outputs and nb.cells[i].execution_count is None for i in exercises)
     # the text no longer points at solution(), which the edition refuses; nothing else in it changes
     assert [c.source for c in nb.cells if c.cell_type == "markdown"] == [
         re.sub(r",\s*`solution\([^)]*\)`[^.]*\.", ".", c.source) for c in original.cells if c.cell_type == "markdown"]
@@ -113,3 +124,20 @@ def test_every_figure_is_stored_with_its_description_in_words(path):
             caption = outputs[k + 1] if k + 1 < len(outputs) else {}
             assert caption.get("output_type") == "stream" and caption.text.startswith(plain), \
                 f"cell {i}: no caption printed under the figure"
+
+
+def test_the_setup_check_names_what_is_missing_and_how_to_fix_it(monkeypatch, capsys):
+    """The stored run says ok everywhere; here a package is missing, as on a learner's half-installed machine."""
+    import importlib.util
+
+    cells = [c.source for c in code_cells(nbformat.read(NOTEBOOKS[0], as_version=4))]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ipywidgets" else real(name, *a))
+    namespace = {}
+    exec(cells[0].replace("%matplotlib inline", ""), namespace)
+    exec(cells[-1], namespace)
+    printed = capsys.readouterr().out
+    assert "FIX  ipywidgets is installed (the explorers)\n       -> in a terminal" in printed
+    assert "pip install -r requirements.txt" in printed
+    assert printed.endswith("1 thing(s) to fix, listed above with what to do. Then restart the kernel "
+                            "(Kernel -> Restart Kernel) and run this notebook again.\n")

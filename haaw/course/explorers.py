@@ -31,24 +31,25 @@ def _show_figure(picture, figsize, draw, description: str) -> None:
 
 
 def _named(slider):
-    """``slider`` with a box beside it that holds the same value and that a screen reader can name.
+    """``slider`` with a box before it that holds the same value and that a screen reader can name.
 
-    ipywidgets gives a slider's handle no accessible name and has no setting for one: the description is
-    a label the handle is not tied to, so a screen reader hears "slider 2". A number box or drop-down
-    takes its accessible name from its tooltip when its own description is empty. The box replaces the
-    slider's readout; typing a value in it moves the slider, and moving the slider changes it."""
+    ipywidgets gives a slider's handle no accessible name and has no setting for one: its description is
+    a label that the handle, a ``div``, cannot be tied to, so a screen reader hears "slider 2". A number
+    box's or drop-down's description is a label tied to it, which names it. So the name moves to the box,
+    and the box replaces the slider's readout; typing a value in it moves the slider, and the other way."""
     import ipywidgets as widgets
 
-    layout = widgets.Layout(width="7em")
-    name = slider.description
+    layout = widgets.Layout(width="auto")
+    name, slider.description, slider.readout = slider.description, "", False
     if isinstance(slider, widgets.SelectionSlider):
-        box = widgets.Dropdown(options=slider.options, value=slider.value, tooltip=name, layout=layout)
+        box = widgets.Dropdown(options=slider.options, value=slider.value, description=name, style=WIDE, layout=layout)
     else:
         kind = widgets.BoundedIntText if isinstance(slider, widgets.IntSlider) else widgets.BoundedFloatText
-        box = kind(value=slider.value, min=slider.min, max=slider.max, step=slider.step, tooltip=name, layout=layout)
-    slider.readout = False
+        box = kind(value=slider.value, min=slider.min, max=slider.max, step=slider.step, description=name, style=WIDE,
+                   layout=layout)
+    box.add_class("haaw-slider-box")
     widgets.link((slider, "value"), (box, "value"))
-    return widgets.HBox([slider, box])
+    return widgets.HBox([box, slider])
 
 
 def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):

@@ -137,8 +137,11 @@ def glossary_quiz():
     """A dropdown of terms beside each definition, and a button that checks them all."""
     import ipywidgets as widgets
 
-    choosers = [widgets.Dropdown(options=["?"] + TERMS, value="?", layout=widgets.Layout(width="250px"))
-                for _ in GLOSSARY]
+    # Each drop-down's description is its definition, in a label of no width: a label tied to the drop-down,
+    # which a screen reader reads as its name, while the eye reads the definition shown beside it.
+    choosers = [widgets.Dropdown(options=["?"] + TERMS, value="?", description=definition,
+                                 style={"description_width": "0px"}, layout=widgets.Layout(width="250px"))
+                for _, definition in GLOSSARY]
     rows = [widgets.HBox([chooser, widgets.HTML(definition)]) for chooser, (_, definition) in zip(choosers, GLOSSARY)]
     button, result = widgets.Button(description="check my answers"), widgets.HTML()
 
