@@ -205,3 +205,24 @@ def test_text_that_is_not_a_number_is_refused_without_running_it(typed, words):
 def test_a_wrong_number_is_shown_with_the_digits_that_differ():
     assert "48.000048 is not it" in check("01-dL/dw", "48.000048").message
     assert "2.00200001 is not it" in check("01-step", "2.00200001").message
+
+
+def test_an_answer_whose_own_code_raises_is_the_learner_s_and_a_checker_failure_is_the_course_s(monkeypatch):
+    import haaw.course.exercises.core as core
+
+    class Odd:
+        def __float__(self):
+            raise RuntimeError("my own bug")
+
+        def __array__(self, *args, **kwargs):
+            raise RuntimeError("my own bug")
+
+    said = str(check("01-step", Odd()))
+    assert said.startswith("Could not read that answer: reading it ran your code, which raised RuntimeError: my own bug")
+    # a failure in the checker's own code (compiled as part of core.py): the course's bug, with its traceback
+    namespace = {}
+    exec(compile("def broken(answer):\n    return 1 / 0\n", core.__file__, "exec"), namespace)
+    monkeypatch.setattr(core, "_as_number", namespace["broken"])
+    said = str(check("01-step", 1.64))
+    assert said.startswith("This is a bug in the course, not in your answer: the checker of '01-step' failed.")
+    assert "Traceback (most recent call last)" in said and "ZeroDivisionError: division by zero" in said

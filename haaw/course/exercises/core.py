@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -220,10 +221,27 @@ def check(key, answer) -> Feedback:
     try:
         feedback = _check(key, answer)
     except Exception as err:  # a checker must never be the thing that crashes
-        return Feedback(UNREADABLE, f"Could not read that answer ({type(err).__name__}). Try a plain number or array.")
+        return Feedback(UNREADABLE, _failure(key, err))
     if feedback.status in (CORRECT, WRONG) and key in REGISTRY:
         record(key, feedback.status)
     return feedback
+
+
+def _failure(key, err: Exception) -> str:
+    """What to say when checking raised. If code of the learner's raised it (their object's own method, say),
+    it is their answer that could not be read; if only the course's code and the libraries ran, it is the
+    course's bug, and the learner is told so, with the traceback to report."""
+    import sys
+    import traceback
+
+    frames = [frame.filename for frame in traceback.extract_tb(err.__traceback__)]
+    package = str(Path(__file__).resolve().parents[2])
+    libraries = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    theirs = [f for f in frames if not str(Path(f).resolve()).startswith((package, *libraries))]
+    if theirs:
+        return f"Could not read that answer: reading it ran your code, which raised {type(err).__name__}: {err}"
+    return (f"This is a bug in the course, not in your answer: the checker of {key!r} failed. Please report it with "
+            "this traceback:\n\n" + "".join(traceback.format_exception(err)).rstrip())
 
 
 def _check(key, answer) -> Feedback:
