@@ -1,20 +1,9 @@
-"""pytest setup shared by the package tests and the notebooks run under nbval.
-
-- Notebook cells tagged ``torch`` only cross-check against PyTorch. Where torch is not installed they
-  are reported as skipped (with the reason), not run and not failed, which is what the cells
-  themselves do for a learner without torch.
-- While nbval runs a notebook, its kernel's memory, with every process the kernel starts, is sampled;
-  the notebook's last cell fails if the peak passed 1 GiB, the memory a Binder session is guaranteed.
-  The peaks are listed at the end of the run. The budget is Binder's, checked with PyTorch's CPU-only
-  build, the larger case (Binder runs the course without PyTorch): where the installed torch is a GPU
-  build (PyPI's default Linux wheel, whose CUDA libraries add about 400 MiB to every kernel that imports
-  torch), the peaks are still listed but the budget is not enforced, and the run says why.
+"""pytest setup shared by every test: one BLAS thread per process, no progress file, and the suite's
+shortcuts (``pytest -m browser`` collects the browser tests alone; pytest-xdist keeps a notebook's cells,
+and each module with a costly fixture, on one worker). What the suite does around the notebooks run
+under nbval (PyTorch cells, the memory budget) is the plugin ``tests/plugins/haaw_notebooks.py``.
 """
-import importlib.util
 import os
-import re
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -33,100 +22,7 @@ try:
 except ImportError:
     pass
 
-TORCH_MISSING = importlib.util.find_spec("torch") is None
-
-
-def torch_build() -> str:
-    """"cpu", "gpu" or "none", read from torch's own version.py without importing torch (a second of CPU).
-    PyPI's default Linux wheel is a CUDA build (``cuda = '13.0'`` there); PyTorch's CPU index, conda-forge's
-    CPU build and every macOS and Windows wheel say ``cuda = None``."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None:
-        return "none"
-    try:
-        text = Path(spec.submodule_search_locations[0], "version.py").read_text()
-    except (OSError, TypeError, IndexError):
-        return "cpu"
-    return "gpu" if re.search(r"^(cuda|hip|rocm|xpu)\b[^=\n]*=\s*['\"]", text, re.MULTILINE) else "cpu"
-
-
-GPU_TORCH_NOTE = ("the installed torch is a GPU (CUDA or ROCm) build, whose libraries add about 400 MiB to every kernel; "
-                   "the memory budget is checked with the CPU-only build (Binder runs without PyTorch at all), so it "
-                   "was not enforced (the README shows how to install the CPU-only build)")
-MEMORY_LIMIT = int(os.environ.get("HAAW_MEMORY_LIMIT_MIB", 1024)) << 20  # what mybinder.org guarantees a user
-
-
-def _children() -> dict:
-    """pid -> parent pid, for every process (Linux's /proc)."""
-    parents = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                stat = Path(entry.path, "stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return parents
-
-
-def _pss(pid: int) -> int:
-    """Proportional set size in bytes: shared pages counted once across processes, as a container's limit sees them."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-class KernelMemory:
-    """Samples, four times a second and after every cell, the memory of every process this pytest process
-    started. A sample reads each process's smaps_rollup, about 5 ms for a kernel that imported torch."""
-
-    def __init__(self):
-        self.notebook = None
-        self.peaks: dict = {}
-        self._thread = None
-
-    def start(self):
-        if self._thread is None and Path("/proc/self/smaps_rollup").exists():
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-
-    def sample(self):
-        notebook = self.notebook
-        if notebook and self._thread is not None:
-            parents, total, frontier = _children(), 0, [os.getpid()]
-            while frontier:
-                pid = frontier.pop()
-                kids = [p for p, parent in parents.items() if parent == pid]
-                total += sum(_pss(k) for k in kids)
-                frontier += kids
-            self.peaks[notebook] = max(self.peaks.get(notebook, 0), total)
-
-    def _run(self):
-        while True:
-            self.sample()
-            time.sleep(0.25)
-
-
-MEMORY = KernelMemory()
-
-
-def pytest_collection_modifyitems(items):
-    last = {}
-    for item in items:
-        cell = getattr(item, "cell", None)
-        if cell is not None:
-            last[item.path] = item
-            if TORCH_MISSING and "torch" in cell.get("metadata", {}).get("tags", []):
-                item.add_marker(pytest.mark.skip(reason="PyTorch is not installed: torch cross-check cell skipped"))
-    for item in last.values():
-        item.haaw_last_cell = True
-
-
-BROWSER_TEST = "test_in_jupyterlab.py"  # the one module whose tests carry the browser mark
+BROWSER_TESTS = Path(__file__).resolve().parent / "tests" / "browser"  # the one folder whose tests are marked browser
 
 
 def _browser_only(config) -> bool:
@@ -142,17 +38,16 @@ def pytest_cmdline_main(config):
 
 
 def pytest_ignore_collect(collection_path, config):
-    """``pytest -m browser`` collects only the module that has browser tests, instead of importing every
-    test module and reading every notebook to select none of them (tests/test_suite.py checks that no
-    other module has the mark)."""
-    if _browser_only(config) and collection_path.is_file() and collection_path.name != BROWSER_TEST:
+    """``pytest -m browser`` collects only tests/browser, instead of importing every test module and reading
+    every notebook to select none of them (tests/test_suite.py checks that no other module has the mark)."""
+    if _browser_only(config) and collection_path.is_file() and BROWSER_TESTS not in collection_path.resolve().parents:
         return True
     return None
 
 
 # Modules whose module-scoped fixture is costly (a trained model, a browser, a benchmark run): their
 # tests stay together on one worker, so that the fixture is made once.
-ONE_WORKER_MODULES = ("tests/test_in_jupyterlab.py", "tests/claims/test_claims_nb10.py", "tests/test_benchmarks.py")
+ONE_WORKER_MODULES = ("tests/browser/test_in_jupyterlab.py", "tests/claims/test_claims_nb10.py", "tests/test_benchmarks.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: ignored when it is not loaded
@@ -169,36 +64,3 @@ def pytest_xdist_make_scheduler(config, log):
     return Scheduling(config, log)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    if getattr(item, "cell", None) is not None:
-        MEMORY.notebook = item.path.name
-        MEMORY.start()
-    result = yield
-    MEMORY.sample()  # after every cell too: a short notebook may finish between two samples
-    if getattr(item, "haaw_last_cell", False):
-        peak = MEMORY.peaks.get(item.path.name, 0)
-        MEMORY.notebook = None
-        if peak > MEMORY_LIMIT and torch_build() != "gpu":
-            raise AssertionError(f"{item.path.name}: the kernel and its processes reached {peak / 2**20:.0f} MiB "
-                                 f"while the notebook ran, over the {MEMORY_LIMIT / 2**20:.0f} MiB a Binder session "
-                                 "is guaranteed")
-    return result
-
-
-def pytest_sessionfinish(session):
-    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: hand the peaks to the controller
-        session.config.workeroutput["haaw_memory_peaks"] = {name: int(peak) for name, peak in MEMORY.peaks.items()}
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    MEMORY.peaks.update(getattr(node, "workeroutput", {}).get("haaw_memory_peaks", {}))
-
-
-def pytest_terminal_summary(terminalreporter):
-    if MEMORY.peaks:
-        terminalreporter.write_line("notebook memory (kernel and its processes, peak while it ran): " + ", ".join(
-            f"{name[:2]} {peak / 2**20:.0f} MiB" for name, peak in sorted(MEMORY.peaks.items())))
-        if torch_build() == "gpu":
-            terminalreporter.write_line("notebook memory: " + GPU_TORCH_NOTE)

@@ -90,7 +90,7 @@ def main(argv: list) -> int:
               flush=True)
         if listing:
             continue
-        result = subprocess.run([sys.executable, "-m", "pytest", "notebooks", "-q", *extra], cwd=ROOT,
+        result = subprocess.run([sys.executable, "-m", "pytest", "notebooks", "--nbval", "-n", "auto", "-q", *extra], cwd=ROOT,
                                 env={**os.environ, **settings})
         status = status or result.returncode
     return status

@@ -73,7 +73,7 @@ DEFAULT_TARGETS = ["haaw/engine", "haaw/nn", "haaw/optim.py", "haaw/amp.py"]
 # and the files that only read notebooks' text, the memory check of notebook runs, binder's pins, or the CPU
 # profiles' notebook runs.
 DEFAULT_TESTS = ["tests"]
-DEFAULT_IGNORE = ["tests/test_notebooks.py", "tests/test_in_jupyterlab.py", "tests/test_benchmarks.py",
+DEFAULT_IGNORE = ["tests/test_notebooks.py", "tests/browser/test_in_jupyterlab.py", "tests/test_benchmarks.py",
                   "tests/test_notebook_text.py", "tests/test_memory_budget.py", "tests/test_binder.py",
                   "tests/test_cpu_profiles.py"]
 PYTEST_FLAGS = ["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:nbval", "-p", "no:benchmark",

@@ -1,4 +1,5 @@
-"""The memory check of conftest.py can fail: a notebook that grows past the limit fails its last cell."""
+"""The memory check of tests/plugins/haaw_notebooks.py can fail: a notebook that grows past the limit fails its
+last cell."""
 import importlib.machinery
 import importlib.util
 import json
@@ -8,6 +9,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "tests" / "plugins" / "haaw_notebooks.py"
 
 
 def notebook(*sources):
@@ -19,9 +21,9 @@ def notebook(*sources):
 
 
 def run_big_notebook(pytester, monkeypatch, build: str):
-    """A notebook that holds 100 MiB, under a 130 MiB limit, with conftest.py seeing the given torch build.
-    It runs in this process: a new one would import pytest and its plugins again (about 3 s of CPU)."""
-    conftest = (ROOT / "conftest.py").read_text() + f"\ntorch_build = lambda: {build!r}\n"
+    """A notebook that holds 100 MiB, under a 130 MiB limit, with the plugin (as the run's conftest.py) seeing the
+    given torch build. It runs in this process: a new one would import pytest and its plugins again (3 s of CPU)."""
+    conftest = PLUGIN.read_text() + f"\ntorch_build = lambda: {build!r}\n"
     (pytester.path / "conftest.py").write_text(conftest)
     (pytester.path / "big.ipynb").write_text(notebook(
         "import numpy as np\nheld = np.ones(100 * 2**20 // 8)", "x = 1"))
@@ -49,8 +51,8 @@ def test_with_a_gpu_build_of_torch_the_budget_is_not_enforced_and_the_run_says_w
                                  "notebook memory: the installed torch is a GPU (CUDA or ROCm) build*not enforced*"])
 
 
-def _root_conftest():
-    spec = importlib.util.spec_from_file_location("haaw_root_conftest", ROOT / "conftest.py")
+def _plugin():
+    spec = importlib.util.spec_from_file_location("haaw_notebooks_copy", PLUGIN)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -64,7 +66,7 @@ def _root_conftest():
 def test_the_torch_build_is_read_from_torchs_own_version_file(tmp_path, monkeypatch, version_py, build):
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "version.py").write_text("from typing import Optional\n" + version_py)
-    module = _root_conftest()
+    module = _plugin()
     fake = importlib.machinery.ModuleSpec("torch", None, is_package=True)
     fake.submodule_search_locations = [str(tmp_path / "torch")]
     monkeypatch.setattr(module.importlib.util, "find_spec", lambda name: fake if name == "torch" else None)
