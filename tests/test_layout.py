@@ -50,3 +50,24 @@ def test_import_haaw_reaches_pytorch_s_module_names_and_loads_numpy_only():
             "print([m for m in ('torch', 'matplotlib', 'ipywidgets') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_no_two_modules_of_haaw_import_each_other_in_a_circle():
+    """Imports inside functions count too: one that only hides a circle from Python's import order still
+    makes the two modules one tangle to read. The edges are module to module (a package's __init__ is left
+    out as a target: every module of a package goes through it)."""
+    modules = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts): p for p in PACKAGE.rglob("*.py")
+               if p.name != "__init__.py"}
+    graph = {name: {m for m in haaw_imports(path) if m in modules and m != name} for name, path in modules.items()}
+    circles = []
+    for start in graph:  # a path from start back to start, found by walking outwards
+        seen, frontier = set(), [(start, (start,))]
+        while frontier:
+            node, path = frontier.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" -> ".join(path + (start,)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append((nxt, path + (nxt,)))
+    assert not circles, "\n".join(sorted(circles))

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from .core import CORRECT, NOT_ATTEMPTED, UNREADABLE, WRONG, Feedback
+from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Feedback
 
 TIME_LIMIT = 5.0  # seconds for all the cases of one check; past it the code is called too slow
 _HAAW = str(Path(__file__).resolve().parents[2])  # frames inside haaw are not the learner's
@@ -511,8 +511,6 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()
 
 # --- plugging a passing function into the engine -------------------------------------------------
 def _exercise_for(slot: str):
-    from .core import REGISTRY
-
     return next((ex for ex in REGISTRY.values() if isinstance(ex, CodeExercise) and ex.slot == slot), None)
 
 
@@ -565,8 +563,6 @@ def pick(key: str, fn):
     For pieces that run in a notebook's own cells rather than inside the engine (a ring all-reduce, a
     training step), so that the cell runs either way and says whose code it ran.
     """
-    from .core import REGISTRY
-
     ex = REGISTRY[key]
     label = getattr(fn, "__name__", "yours")
     if callable(fn) and passed(key, fn):

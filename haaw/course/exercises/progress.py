@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .registry import REGISTRY
+
 FILE_NAME = "haaw-progress.json"
 
 
@@ -80,8 +82,6 @@ class Progress:
 
 def progress() -> Progress:
     """Every notebook's exercises: solved, tried, not yet tried (read from the progress file)."""
-    from .core import REGISTRY
-
     path = where()
     kept = load(path) if path else {}
     notebooks: dict[str, list] = {}
