@@ -77,7 +77,7 @@ class Adam(Optimizer):
         self.steps = [0] * len(self.params)  # per parameter, as in PyTorch: a parameter counts only its own updates
 
     def step(self) -> None:
-        yours = plugins.active.get("adam")
+        yours = plugins.override("adam")
         for i, (p, m, v) in enumerate(zip(self.params, self.m, self.v)):
             if p.grad is None:
                 continue

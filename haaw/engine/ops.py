@@ -14,7 +14,6 @@ in the forward pass receives the sum of the gradient over the stretched dimensio
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -76,6 +75,7 @@ class Op:
     flops: Callable = _elementwise
     view: bool = False  # the result may share memory with the first input (reshape, slices, ...)
     always_record: bool = False  # record even when no input needs a gradient (checkpoint: fn's parameters do)
+    slot: str | None = None  # a haaw.use slot: your function there, when one is in use, is the whole backward
 
 
 OPS: dict[str, Op] = {}
@@ -92,6 +92,9 @@ def defvjp(forward, *vjps, vjp_all=None, flops=_elementwise, view=False) -> Op:
 def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum ``g`` down to ``shape``: over the leading dimensions broadcasting added, and over
     every dimension that was 1 in the input and was stretched."""
+    yours = plugins.override("unbroadcast")
+    if yours:
+        return yours(g, shape)
     if g.shape == shape:
         return g
     extra = g.ndim - len(shape)
@@ -446,36 +449,20 @@ defvjp(cross_entropy_rows, _cross_entropy_rows_vjp, flops=_reduction)
 
 
 # --- slots where your own code can run instead (haaw.use, notebooks 03 to 05) -----------------
-def _your_vjp(name, adapt):
-    """Install ``adapt``, a VJP built from your function, as the only VJP of operation ``name``."""
-    def install(fn):
-        op = OPS[name]
-        old = op.vjps, op.vjp_all
-        op.vjps, op.vjp_all = (), adapt(fn)
-
-        def undo():
-            op.vjps, op.vjp_all = old
-        return undo
-    return install
-
-
+# An operation with a slot asks for your function when its backward runs (Tensor._vjp); the adapter
+# hands your function what it expects from what the forward pass saved.
 def _last_axis(fn):
     """Your function works on the last axis; the operation may have run along another."""
     return lambda ctx, g: (np.moveaxis(np.asarray(fn(np.moveaxis(ctx.out, ctx.dim, -1), np.moveaxis(g, ctx.dim, -1))),
                                        -1, ctx.dim),)
 
 
-def _your_softmax(fn):
-    undo = [_your_vjp(name, _last_axis)(fn) for name in ("softmax", "masked_softmax")]
-    return lambda: [u() for u in undo]
-
-
+for _name, _slot in (("linear", "linear"), ("tanh", "tanh"), ("relu", "relu"), ("softmax", "softmax"),
+                     ("masked_softmax", "softmax")):
+    OPS[_name].slot = _slot
 plugins.slot("linear", "linear_backward(X, W, G) -> (dX, dW, db) for Y = XW + b",
-             _your_vjp("linear", lambda fn: lambda ctx, g: fn(ctx.x, ctx.w, g)))
-plugins.slot("unbroadcast", "unbroadcast(g, shape) -> g summed down to shape",
-             lambda fn: plugins.swap(sys.modules[__name__], "unbroadcast", fn))
-plugins.slot("tanh", "tanh_backward(y, G) -> dL/dx, where y = tanh(x)",
-             _your_vjp("tanh", lambda fn: lambda ctx, g: (fn(ctx.out, g),)))
-plugins.slot("relu", "relu_backward(y, G) -> dL/dx, where y = relu(x)",
-             _your_vjp("relu", lambda fn: lambda ctx, g: (fn(ctx.out, g),)))
-plugins.slot("softmax", "softmax_backward(s, G) -> dL/dz along the last axis, where s = softmax(z)", _your_softmax)
+             lambda fn: lambda ctx, g: fn(ctx.x, ctx.w, g))
+plugins.slot("unbroadcast", "unbroadcast(g, shape) -> g summed down to shape")
+plugins.slot("tanh", "tanh_backward(y, G) -> dL/dx, where y = tanh(x)", lambda fn: lambda ctx, g: (fn(ctx.out, g),))
+plugins.slot("relu", "relu_backward(y, G) -> dL/dx, where y = relu(x)", lambda fn: lambda ctx, g: (fn(ctx.out, g),))
+plugins.slot("softmax", "softmax_backward(s, G) -> dL/dz along the last axis, where s = softmax(z)", _last_axis)

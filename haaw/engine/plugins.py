@@ -2,28 +2,54 @@
 
 The course has you write pieces of the engine yourself (a local derivative, backward, a
 vector-Jacobian product, an optimizer step) and then run real training on them. Each piece has a
-named *slot*; inside ``use(...)`` the engine calls your function there instead of its own, and
-afterwards everything is as it was. ``SLOTS`` lists every slot with what your function receives and
-returns. The engine still checks what your code returns: a gradient of the wrong shape is refused
-with the name of the operation, never silently used.
+named *slot*, declared once (``slot``) beside the engine code that consults it; there the engine asks
+``override(name)`` and calls your function if one is in use, its own code otherwise. Inside ``use(...)``
+your functions are in use; afterwards everything is as it was. ``SLOTS`` lists every slot with what your
+function receives and returns. The engine still checks what your code returns: a gradient of the wrong
+shape is refused with the name of the operation, never silently used.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-SLOTS: dict[str, str] = {}  # slot name -> what the function receives and returns
-_installers: dict = {}  # slot name -> install(fn), returning a function that undoes it
-active: dict = {}  # slot name -> the function in use right now (read where a slot is consulted)
+
+@dataclass(frozen=True)
+class Slot:
+    """A place where the engine can run your function instead of its own code."""
+
+    name: str
+    signature: str  # what your function receives and returns, as the learner writes it
+    adapter: Callable  # your function -> what the engine's call site calls (the same arguments, or fewer)
 
 
-def slot(name: str, signature: str, install=None) -> None:
-    """Declare a slot. ``install(fn)`` puts ``fn`` in place and returns an undo function; without
-    one, the code at the slot reads ``active`` itself."""
-    SLOTS[name] = signature
-    if install is not None:
-        _installers[name] = install
+SLOTS: dict[str, Slot] = {}  # every slot, declared once, beside the engine code that consults it
+# The functions in use: slot name -> (your function, its adapted form). A context variable, so a block open
+# in one context (a running cell) does not reach code running in another (an explorer's callback).
+_in_use: ContextVar[dict] = ContextVar("haaw_slots_in_use", default={})
+
+
+def slot(name: str, signature: str, adapter: Callable = lambda fn: fn) -> None:
+    """Declare a slot: ``adapter(fn)`` is what the engine's call site will call in place of its own code."""
+    if name in SLOTS:
+        raise ValueError(f"slot {name!r} is declared twice")
+    SLOTS[name] = Slot(name, signature, adapter)
+
+
+def override(name: str):
+    """The one lookup every call site makes: the adapted function in the slot ``name``, or None (the
+    engine's own code runs)."""
+    found = _in_use.get().get(name)
+    return None if found is None else found[1]
+
+
+def in_use() -> dict:
+    """Slot name -> the function you put there, for the slots filled right now."""
+    return {name: fn for name, (fn, _) in _in_use.get().items()}
 
 
 @contextmanager
@@ -31,24 +57,18 @@ def use(**implementations):
     """Run the block with your functions in the engine's slots (``use(tanh=my_tanh_backward)``)."""
     unknown = sorted(set(implementations) - set(SLOTS))
     if unknown:
-        known = "; ".join(f"{name}: {sig}" for name, sig in sorted(SLOTS.items()))
+        known = "; ".join(f"{name}: {s.signature}" for name, s in sorted(SLOTS.items()))
         raise TypeError(f"use(): no slot called {', '.join(map(repr, unknown))}. The slots are: {known}")
     for name, fn in implementations.items():
         if not callable(fn):
-            raise TypeError(f"use({name}=...) needs a function ({SLOTS[name]}), got {type(fn).__name__} {fn!r:.40}")
-    undo, previous = [], dict(active)
+            raise TypeError(f"use({name}=...) needs a function ({SLOTS[name].signature}), got "
+                            f"{type(fn).__name__} {fn!r:.40}")
+    filled = {name: (fn, SLOTS[name].adapter(_inputs_read_only(name, fn))) for name, fn in implementations.items()}
+    token = _in_use.set({**_in_use.get(), **filled})
     try:
-        for name, fn in implementations.items():
-            fn = _inputs_read_only(name, fn)
-            active[name] = fn
-            if name in _installers:
-                undo.append(_installers[name](fn))
         yield
     finally:
-        for restore in reversed(undo):
-            restore()
-        active.clear()
-        active.update(previous)
+        _in_use.reset(token)
 
 
 def read_only(value, copy: bool = False):
@@ -82,10 +102,3 @@ def _inputs_read_only(name: str, fn):
     guarded.__name__ = getattr(fn, "__name__", name)
     guarded.__wrapped__ = fn
     return guarded
-
-
-def swap(owner, attribute: str, replacement):
-    """Set ``owner.attribute`` to ``replacement``; return a function that puts the old one back."""
-    old = getattr(owner, attribute)
-    setattr(owner, attribute, replacement)
-    return lambda: setattr(owner, attribute, old)

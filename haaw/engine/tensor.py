@@ -8,16 +8,20 @@ backward, ``_vjp`` calls the operation's vector-Jacobian products for the inputs
 from __future__ import annotations
 
 from contextlib import ContextDecorator, contextmanager
+from contextvars import ContextVar
 import math
 from numbers import Number
 
 import numpy as np
 
-from . import autograd, hooks
+from . import autograd, hooks, plugins
 from .ops import OPS, Context
 
-_grad_enabled = True
-_detect_anomaly = False
+# The engine's modes: context variables, as its slots are (plugins.py). A block opened in one context (a cell
+# running) reaches nothing running in another (an explorer's callback, another thread), as in PyTorch, whose
+# grad mode is per thread.
+_grad_enabled: ContextVar[bool] = ContextVar("haaw_grad_enabled", default=True)
+_detect_anomaly: ContextVar[bool] = ContextVar("haaw_detect_anomaly", default=False)
 
 
 class no_grad(ContextDecorator):
@@ -33,29 +37,25 @@ class no_grad(ContextDecorator):
         return super().__new__(cls)
 
     def __init__(self, func=None):
-        self._previous = []  # a stack: the same decorator may be entered again by a recursive call
+        self._tokens = []  # a stack: the same decorator may be entered again by a recursive call
 
     def __enter__(self):
-        global _grad_enabled
-        self._previous.append(_grad_enabled)
-        _grad_enabled = False
+        self._tokens.append(_grad_enabled.set(False))
         return self
 
     def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self._previous.pop()
+        _grad_enabled.reset(self._tokens.pop())
         return False
 
 
 @contextmanager
 def detect_anomaly():
     """Stop at the first operation whose forward or backward produces nan or inf, and name it."""
-    global _detect_anomaly
-    previous, _detect_anomaly = _detect_anomaly, True
+    token = _detect_anomaly.set(True)
     try:
         yield
     finally:
-        _detect_anomaly = previous
+        _detect_anomaly.reset(token)
 
 
 _FLOAT_RESULT = ("exp", "log", "tanh", "sigmoid", "softmax", "log_softmax")  # on integers: computed in float64
@@ -83,7 +83,7 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
         if problem:
             raise ValueError(problem) from None
         raise
-    if _detect_anomaly and _non_finite(out) and not any(_non_finite(a) for a in arrays):
+    if _detect_anomaly.get() and _non_finite(out) and not any(_non_finite(a) for a in arrays):
         raise FloatingPointError(f"anomaly: the forward of '{op.name}' produced nan or inf from finite inputs "
                                  f"(input shapes {[a.shape for a in arrays]})")
     if type(out) is not np.ndarray:  # NumPy reductions return scalars; a Tensor always holds an array
@@ -91,7 +91,7 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     result = _wrap(out)
     if op.view and np.may_share_memory(out, arrays[0]):
         result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
-    recorded = _grad_enabled and (True in needs or op.always_record)
+    recorded = _grad_enabled.get() and (True in needs or op.always_record)
     if recorded:
         result.requires_grad = True
         result._parents = inputs
@@ -293,14 +293,17 @@ class Tensor:
                 _check_versions(self)
                 break
         op = ctx.op
-        if op.vjp_all is None:
+        yours = plugins.override(op.slot) if op.slot else None  # your backward for it (haaw.use), if in use
+        if yours:
+            grads = _all_grads(op, ctx, upstream, yours)
+        elif op.vjp_all is None:
             grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
         else:
             grads = _all_grads(op, ctx, upstream)
         for parent, g in zip(self._parents, grads):
             if g is not None and g.shape != parent.data.shape:
                 _wrong_shape(op, self._parents.index(parent), g, parent)
-        if _detect_anomaly and not _non_finite(upstream) and any(g is not None and _non_finite(g) for g in grads):
+        if _detect_anomaly.get() and not _non_finite(upstream) and any(g is not None and _non_finite(g) for g in grads):
             raise FloatingPointError(f"anomaly: the backward of '{op.name}' produced nan or inf "
                                      f"from a finite upstream gradient")
         for hook in hooks.on_backward:
@@ -431,10 +434,10 @@ class Tensor:
     # --- in-place changes: allowed where no gradient is being recorded, and versioned -----------
     def _in_place(self, name: str, instead: str, value, change) -> "Tensor":
         """``change(self.data, value's array)``, if no gradient can be lost by it; bumps the version."""
-        if self.requires_grad and _grad_enabled:
+        if self.requires_grad and _grad_enabled.get():
             raise RuntimeError(f"{name}: in-place change of a tensor that requires a gradient; backward may "
                                f"need its old value. Write {instead} instead (or use no_grad() for an update).")
-        if isinstance(value, Tensor) and value.requires_grad and _grad_enabled:
+        if isinstance(value, Tensor) and value.requires_grad and _grad_enabled.get():
             # PyTorch records such a write; haaw records no in-place operation, so the gradient would be lost
             raise RuntimeError(f"{name}: the value written requires a gradient, and haaw does not record in-place "
                                f"writes, so its gradient would be lost. Write {instead} instead (or write "
@@ -623,9 +626,9 @@ def _one_dim(t, dim, axis, what) -> int:
     return -1 if dims is None else dims[0]
 
 
-def _all_grads(op, ctx, upstream) -> list:
-    """Call an all-at-once VJP (custom operations, cat); keep the gradients of inputs that need one."""
-    grads = op.vjp_all(ctx, upstream)
+def _all_grads(op, ctx, upstream, vjp=None) -> list:
+    """Call an all-at-once VJP (custom operations, cat, yours); keep the gradients of inputs that need one."""
+    grads = (vjp or op.vjp_all)(ctx, upstream)
     grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
     if len(grads) != len(ctx.needs_input_grad):
         raise ValueError(f"the backward of '{op.name}' returned {len(grads)} gradient(s) for "

@@ -199,22 +199,33 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """
     d_k = query.shape[-1]
     mask, added = _attention_mask(attn_mask)
-    if plugins.active.get("attention") and not return_weights:
-        if scale is not None and scale != 1.0 / float(np.sqrt(d_k)):
-            raise ValueError("attention: your attention_backward assumes the scale 1/√d_k; this call asks for "
-                             f"{scale:g}")
-        if added is not None:
-            raise TypeError("attention: your attention_backward takes a boolean mask (True: may attend); this call "
-                            "passes a floating-point mask, which is added to the scores")
-        if is_causal:
-            causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), dtype=bool))
-            mask = causal if mask is None else mask & causal
-        return _YourAttention.apply(query, key, value, mask)
     if key.shape[-1] != d_k:
         raise ValueError(f"attention: queries have {d_k} features but keys have {key.shape[-1]}")
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"attention: {key.shape[-2]} keys but {value.shape[-2]} values")
+    yours = None if return_weights else plugins.override("attention")  # your attention_backward (haaw.use)
+    if yours and scale is not None and scale != 1.0 / float(np.sqrt(d_k)):
+        raise ValueError(f"attention: your attention_backward assumes the scale 1/√d_k; this call asks for {scale:g}")
+    if yours and added is not None:
+        raise TypeError("attention: your attention_backward takes a boolean mask (True: may attend); this call "
+                        "passes a floating-point mask, which is added to the scores")
     scale = 1.0 / float(np.sqrt(d_k)) if scale is None else scale
+    try:
+        batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    except ValueError:
+        batch = query.shape[:-2]  # the product query @ keyᵀ below names the mismatch
+    scores_shape = (*batch, query.shape[-2], key.shape[-2])
+    if is_causal:
+        causal = np.tril(np.ones(scores_shape[-2:], dtype=bool))  # query i sees keys 0..i, as in PyTorch
+        mask = causal if mask is None else mask & causal
+    if mask is not None:
+        try:
+            mask = np.broadcast_to(mask, scores_shape)
+        except ValueError:
+            raise ValueError(f"attention: a mask of shape {mask.shape} does not fit scores of shape "
+                             f"{scores_shape} (queries × keys)") from None
+    if yours:
+        return _AttentionWithYourBackward.apply(query, key, value, mask, yours)
     scores = (query @ key.transpose(-2, -1)) * scale
     if added is not None:  # a floating-point mask is added to the scores (0 keeps, -inf removes), as in PyTorch
         try:
@@ -222,37 +233,30 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         except ValueError:
             raise ValueError(f"attention: a mask of shape {added.shape} does not fit scores of shape "
                              f"{scores.shape} (queries × keys)") from None
-    if is_causal:
-        causal = np.tril(np.ones(scores.shape[-2:], dtype=bool))  # query i sees keys 0..i, as in PyTorch
-        mask = causal if mask is None else mask & causal
     if mask is None:
         weights = scores.softmax(-1)
     else:
-        try:
-            mask = np.broadcast_to(mask, scores.shape)
-        except ValueError:
-            raise ValueError(f"attention: a mask of shape {mask.shape} does not fit scores of shape "
-                             f"{scores.shape} (queries × keys)") from None
         weights = apply("masked_softmax", scores, mask=mask, dim=-1)
     out = weights @ value
     return (out, weights) if return_weights else out
 
 
-class _YourAttention(Function):
-    """Attention as one operation whose backward is the learner's ``attention_backward`` (haaw.use)."""
+class _AttentionWithYourBackward(Function):
+    """Attention as one operation whose backward is your ``attention_backward`` (the "attention" slot): the
+    forward is the engine's, on the mask the normal path built and checked."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask):
+    def forward(ctx, q, k, v, mask, yours):
         scores = (q @ np.swapaxes(k, -1, -2)) / float(np.sqrt(q.shape[-1]))  # a Python float keeps float32
         softmax = OPS["softmax" if mask is None else "masked_softmax"]
         weights = softmax.forward(Context(), scores) if mask is None else softmax.forward(Context(), scores, mask)
         ctx.q, ctx.k, ctx.v, ctx.mask = q, k, v, mask
-        ctx.yours = plugins.active["attention"]  # the function in use when the graph was built
+        ctx.yours = yours  # the function in use when the graph was built
         return weights @ v
 
     @staticmethod
     def backward(ctx, g):
-        return (*ctx.yours(ctx.q, ctx.k, ctx.v, ctx.mask, g), None)
+        return (*ctx.yours(ctx.q, ctx.k, ctx.v, ctx.mask, g), None, None)
 
 
 plugins.slot("attention", "attention_backward(Q, K, V, mask, G) -> (dQ, dK, dV) for softmax(QKᵀ/√d_k, masked) V")

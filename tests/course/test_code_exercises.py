@@ -168,12 +168,12 @@ def test_yours_plugs_in_only_a_function_that_passed_and_restores_afterwards(caps
 
     assert check("04-tanh-backward", my_tanh).status == CORRECT
     with yours(tanh=my_tanh, relu=my_relu) as plugged:
-        assert {k: getattr(v, "__wrapped__", v) for k, v in plugins.active.items()} == {"tanh": my_tanh}
+        assert {k: getattr(v, "__wrapped__", v) for k, v in plugins.in_use().items()} == {"tanh": my_tanh}
         assert not plugged.all
     out = capsys.readouterr().out
     assert "✓ your my_tanh runs in the engine's place (tanh)" in out
     assert "relu: the engine's own, because your relu_backward(y, G) -> dx has not passed" in out
-    assert plugins.active == {}
+    assert plugins.in_use() == {}
 
 
 def test_a_function_that_passed_and_then_fails_is_no_longer_plugged_in():

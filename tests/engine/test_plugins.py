@@ -158,7 +158,7 @@ def test_outside_the_block_the_engine_s_own_code_is_back():
     t = Tensor(np.array([0.3]), requires_grad=True)
     t.tanh().sum().backward()
     assert t.grad[0] == pytest.approx(1 - np.tanh(0.3) ** 2)
-    assert plugins.active == {}
+    assert plugins.in_use() == {}
 
 
 def test_the_engine_still_refuses_a_wrong_shaped_gradient_from_your_code():
@@ -178,7 +178,7 @@ def test_use_names_a_wrong_slot_or_a_non_function(kwargs, message):
     with pytest.raises(TypeError, match=message):
         with haaw.use(**kwargs):
             pass
-    assert plugins.active == {}
+    assert plugins.in_use() == {}
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -221,3 +221,36 @@ def test_your_attention_backward_gets_the_given_mask_and_the_causal_one_together
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)
     assert out.dtype == expected.dtype == np.float32
     np.testing.assert_allclose(out.data, expected.data, rtol=1e-5)
+
+
+def _tanh_grad_elsewhere(run):
+    """dL/dx of tanh at 0.3, computed by ``run`` (another thread, or an empty context)."""
+    found = []
+
+    def compute():
+        t = Tensor(np.array([0.3]), requires_grad=True)
+        t.tanh().sum().backward()
+        found.append(t.grad[0])
+    run(compute)
+    return found[0]
+
+
+def test_a_block_open_in_one_context_reaches_no_code_running_in_another():
+    """An explorer's callback can run while a cell is inside ``use(...)`` or ``no_grad()``: it runs in another
+    context (ipykernel handles a widget's message in a task or thread of its own) and must see neither."""
+    import contextvars
+    import threading
+
+    from haaw import no_grad
+
+    def in_thread(fn):
+        worker = threading.Thread(target=fn)
+        worker.start()
+        worker.join()
+
+    own = 1 - np.tanh(0.3) ** 2
+    with haaw.use(tanh=lambda y, G: G * 0.0), no_grad():
+        assert plugins.in_use() != {}
+        for run in (in_thread, lambda fn: contextvars.Context().run(fn)):
+            assert _tanh_grad_elsewhere(run) == pytest.approx(own)
+    assert plugins.in_use() == {}
