@@ -255,7 +255,6 @@ class Tensor:
     """
 
     __slots__ = ("data", "grad", "requires_grad", "label", "_parents", "_ctx", "_vc")
-    _local = None  # its local derivatives are Jacobians, never built: backward calls _vjp instead
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, label: str = ""):
         if isinstance(data, Tensor):
@@ -308,7 +307,10 @@ class Tensor:
                                      f"from a finite upstream gradient")
         for hook in hooks.on_backward:
             hook(self)
-        return grads
+        # a leaf keeps an array of its own: upstream itself (x + y passes it on to both) or a view of it would
+        # make x.grad the very array of another tensor's .grad
+        return [g.copy() if g is not None and not parent._parents and (g is upstream or g.base is not None) else g
+                for parent, g in zip(self._parents, grads)]
 
     def _reset_grad(self):
         self.grad = None

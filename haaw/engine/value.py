@@ -37,9 +37,13 @@ class Value:
         self._local = _local  # d(self)/d(parent) for each parent, computed in the forward pass
         self._op = _op
 
-    # --- the protocol the shared backward algorithm relies on (and ``_local``) ------------
+    # --- the node protocol the shared backward algorithm relies on (autograd.Node) ---------
     def _reset_grad(self) -> None:
         self.grad = 0.0
+
+    def _vjp(self, upstream: float) -> list:
+        """The chain rule on numbers: each parent's contribution is upstream × its local derivative."""
+        return [upstream * local for local in self._local]
 
     def _add_grad(self, g: float) -> None:
         self.grad += g

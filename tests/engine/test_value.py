@@ -263,3 +263,16 @@ def test_messages_name_a_value_by_its_label_or_else_its_number_and_float_reads_i
     with pytest.raises(ZeroDivisionError, match="division by zero: 3 / 0"):
         Value(3.0) / 0.0
     assert float(Value(2.5)) == 2.5
+
+
+def test_the_scalar_and_the_tensor_node_meet_the_one_node_protocol():
+    """autograd.backward asks every node the same things (autograd.Node): parents, grad, reset, add, and the
+    contributions to its parents; a Value forms them from its numbers, a Tensor from its operation's VJPs."""
+    from haaw import Tensor
+
+    w = Value(2.0)
+    L = (w * 3.0) ** 2
+    t = Tensor(np.ones(3), requires_grad=True)
+    for node in (w, L, t, (t * 2.0).sum()):
+        assert isinstance(node, autograd.Node), type(node).__name__
+    assert L._vjp(1.0) == [2 * 6.0]  # dL/dy = 2y = 12 on the one parent y = 3w = 6
