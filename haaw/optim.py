@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import plugins
+from .engine.tensor import changed_in_place
 
 
 class Optimizer:
@@ -34,7 +35,7 @@ class Optimizer:
         """Write the new values into the parameter in place, outside any graph, and bump its version:
         a graph that saved the old values will refuse to run backward with the new ones."""
         np.copyto(p.data, new, casting="unsafe")
-        p._vc[0] += 1
+        changed_in_place(p)
 
 
 class SGD(Optimizer):
@@ -59,7 +60,7 @@ class SGD(Optimizer):
                 self._update(p, p.data - self.lr * g)
             else:  # the common case, without a temporary copy of the weights
                 p.data -= self.lr * g
-                p._vc[0] += 1
+                changed_in_place(p)
 
 
 class Adam(Optimizer):

@@ -1,6 +1,7 @@
 """The package's shape: the engine in one folder that imports nothing else of haaw, PyTorch's module
 names reachable from ``import haaw``, and nothing heavy loaded by it."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +72,19 @@ def test_no_two_modules_of_haaw_import_each_other_in_a_circle():
                     seen.add(nxt)
                     frontier.append((nxt, path + (nxt,)))
     assert not circles, "\n".join(sorted(circles))
+
+
+def test_instruments_and_the_course_read_a_node_through_the_engine_s_accessors_only():
+    """autograd.parents, operation, context, is_node and tensor.changed_in_place: the engine may rename what it
+    keeps without breaking the tools. The scalar engine's ``_local`` is the exception the course teaches by name
+    (notebook 02's learner reads ``node._parents`` and ``node._local`` to write backward)."""
+    private = re.compile(r"\.(_parents|_ctx|_op|_vc)\b|hasattr\([^)]*\"_parents\"")
+    found = []
+    for path in [*(PACKAGE / "tools").rglob("*.py"), *(PACKAGE / "course").rglob("*.py"), *(PACKAGE / "nn").rglob("*.py"),
+                 PACKAGE / "optim.py", PACKAGE / "amp.py"]:
+        if path.name == "nb02.py" and path.parent.name == "exercises":  # the learner's backward and its variants
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if private.search(line) and "self._" not in line:
+                found.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -131,7 +131,7 @@ def plot_block_gradients(root, named: dict, ax=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
-    from ..engine.autograd import topological_order
+    from ..engine.autograd import parents, topological_order
     from ..tools.condense import condense
 
     summary = condense(root, {id(t): (label, label) for label, t in named.items()})
@@ -147,7 +147,7 @@ def plot_block_gradients(root, named: dict, ax=None):
                                     fc="#f4f7fb", ec="#333"))
         ax.text(-0.92, y, s.label, ha="left", va="center", fontsize=10, fontweight="bold")
         ax.text(0.92, y, grad, ha="right", va="center", fontsize=10)
-        for p in s._parents:
+        for p in parents(s):
             top = -row[id(p)]
             if row[id(s)] - row[id(p)] == 1:
                 ax.annotate("", xy=(0, y + half_h), xytext=(0, top - half_h),

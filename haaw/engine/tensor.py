@@ -639,6 +639,12 @@ def _all_grads(op, ctx, upstream, vjp=None) -> list:
             for g, need in zip(grads, ctx.needs_input_grad)]
 
 
+def changed_in_place(t: "Tensor") -> None:
+    """Record that ``t``'s data was changed in place outside an operation (an optimizer's step), as every
+    in-place operator records it: a graph that saved the old values then refuses to run backward on them."""
+    t._vc[0] += 1
+
+
 def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     """A new Tensor holding a copy of ``data`` (PyTorch's ``torch.tensor``)."""
     return Tensor(data, requires_grad=requires_grad, dtype=dtype)

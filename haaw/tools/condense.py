@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.autograd import topological_order
+from ..engine.autograd import parents, topological_order
 
 
 class Summary:
@@ -27,19 +27,19 @@ def condense(root, keep: dict) -> Summary:
     for node in topological_order(root):  # parents before children, so theirs exist already
         if id(node) not in keep:
             continue
-        parents, seen, stack = [], set(), list(reversed(node._parents))
+        nearest, seen, stack = [], set(), list(reversed(parents(node)))
         while stack:  # walk back through unnamed nodes to the nearest named ones
             p = stack.pop()
             if id(p) in seen:
                 continue
             seen.add(id(p))
             if id(p) in keep:
-                parents.append(summaries[id(p)])
+                nearest.append(summaries[id(p)])
             else:
-                stack.extend(reversed(p._parents))
+                stack.extend(reversed(parents(p)))
         label, step = keep[id(node)]
         norm = None if node.grad is None else float(np.linalg.norm(node.grad))
-        summaries[id(node)] = Summary(label, step if parents else "", node.data, norm, tuple(parents))
+        summaries[id(node)] = Summary(label, step if nearest else "", node.data, norm, tuple(nearest))
     if id(root) not in summaries:
         raise ValueError("condense: the root itself must be among the kept tensors")
     return summaries[id(root)]

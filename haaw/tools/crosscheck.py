@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from ..engine.autograd import is_node
+
 SKIP_NOTE = "PyTorch is not installed, so this cross-check is skipped (the course works without it)."
 
 
@@ -54,7 +56,7 @@ def verdict(name: str, ours, reference, rtol: float = 1e-7, atol: float = 1e-12)
 
 def _as_array(x) -> np.ndarray:
     """A float64 array from a number, a haaw node, a NumPy array or a torch tensor."""
-    if hasattr(x, "_parents"):  # a haaw Value or Tensor
+    if is_node(x):  # a haaw Value or Tensor
         x = x.data
     elif hasattr(x, "detach"):  # a torch tensor
         x = x.detach().cpu().numpy()

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from itertools import accumulate
 
-from ..engine.autograd import topological_order
+from ..engine.autograd import operation, parents, topological_order
 
 FONT, LINE, PAD = 12, 15, 6  # font size, line height and padding inside a value box (px)
 CHAR = 0.62  # mean width of a sans-serif character in em: there are no font metrics here
@@ -71,18 +71,18 @@ class _Slot:
     def __init__(self, kind, rank, node=None, w=0.0, h=DUMMY_H):
         self.kind, self.rank, self.node, self.w, self.h = kind, rank, node, w, h
         self.preds, self.succs, self.pos, self.x, self.y, self.lines = [], [], 0, 0.0, 0.0, []
-        self.weight = 0.05 if kind == "value" and not node._parents else 1.0  # leaves give way
+        self.weight = 0.05 if kind == "value" and not parents(node) else 1.0  # leaves give way
 
 
 def _build(order, grads, show_grad):
     """Slots for every value, operation and dummy, and each input edge's chain of slots."""
     rank = {}  # a value's rank; its operation sits one rank to its left
     for node in order:
-        rank[id(node)] = 2 + max((rank[id(p)] for p in node._parents), default=-2)
+        rank[id(node)] = 2 + max((rank[id(p)] for p in parents(node)), default=-2)
     first_use = {}
     for node in order:
-        for p in node._parents:
-            if not p._parents:
+        for p in parents(node):
+            if not parents(p):
                 first_use[id(p)] = min(first_use.get(id(p), rank[id(node)]), rank[id(node)])
     rank.update({key: r - 2 for key, r in first_use.items()})
     slots, boxes, ops, edges = [], {}, {}, []
@@ -103,11 +103,11 @@ def _build(order, grads, show_grad):
             lines.append(f"grad {_describe((grads or {}).get(id(node), node.grad))}")
         box = new("value", rank[id(node)], node, max(map(_width, lines)) + 2 * PAD, len(lines) * LINE + 2 * PAD)
         boxes[id(node)], box.lines = box, lines
-        if node._parents:
-            r = max(FONT + 1, _width(node._op, FONT - 1) / 2 + 5)
+        if parents(node):
+            r = max(FONT + 1, _width(operation(node), FONT - 1) / 2 + 5)
             op = ops[id(node)] = new("op", box.rank - 1, node, 2 * r, 2 * r)
             link([op, box])
-            for k, parent in enumerate(node._parents):
+            for k, parent in enumerate(parents(node)):
                 start = boxes[id(parent)]
                 chain = [start] + [new("dummy", q) for q in range(start.rank + 1, op.rank)] + [op]
                 link(chain)
@@ -209,7 +209,7 @@ def _edges(edges):
         # ports on the circle in the order the edges come from, so that they do not cross
         for i, (parent, child, k, chain) in enumerate(sorted(group, key=lambda e: (e[3][-2].y, e[2]))):
             angle = (i - (len(group) - 1) / 2) * step
-            uses = [q for q, p in enumerate(child._parents) if p is parent]
+            uses = [q for q, p in enumerate(parents(child)) if p is parent]
             bend = (uses.index(k) - (len(uses) - 1) / 2) * 24 if len(chain) == 2 else 0.0
             points = [(chain[0].x + chain[0].w / 2, chain[0].y)]
             for d in chain[1:-1]:
@@ -246,7 +246,7 @@ def draw_graph(root, *, grads=None, highlight=None, edge_notes=None, show_grad=T
     ``grads`` (id(node) -> grad) is shown instead of ``.grad``, for snapshots taken mid-pass.
     ``highlight`` (id(node) -> css colour) tints and outlines a value's box (not its operation).
     ``edge_notes`` ((id(parent), id(child), k) -> text) writes a short note on the edge from
-    ``parent`` into ``child``'s operation, k being the parent's index in ``child._parents``;
+    ``parent`` into ``child``'s operation, k being the parent's index in ``parents(child)``;
     it sits near the parent, where a gradient contribution arrives ("+= 36").
     """
     order = topological_order(root)
@@ -263,7 +263,7 @@ def draw_graph(root, *, grads=None, highlight=None, edge_notes=None, show_grad=T
             f'<path d="M{_n(op.x + r)},{y} {_curve(op.x + r, op.y, box.x - box.w / 2, box.y)}" {ARROW}/>',
             f'<g class="op"><circle class="op" cx="{x}" cy="{y}" r="{_n(r)}" fill="white" stroke="{INK}"/>',
             f'<text x="{x}" y="{_n(op.y + 4)}" text-anchor="middle" font-size="{FONT - 1}">'
-            f"{html.escape(op.node._op)}</text></g>",
+            f"{html.escape(operation(op.node))}</text></g>",
         ]
     for node in order:
         out += _box(boxes[id(node)], highlight.get(id(node)))

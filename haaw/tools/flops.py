@@ -10,6 +10,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from ..engine import hooks
+from ..engine.autograd import context, parents
 
 
 class FlopCounter:
@@ -58,8 +59,8 @@ def count_flops():
         direction[op.name] += op.flops([t.data for t in inputs], out.data, needs)[0]
 
     def backward(node):
-        ctx = node._ctx
-        counter.backward[ctx.op.name] += ctx.op.flops([p.data for p in node._parents], node.data,
+        ctx = context(node)
+        counter.backward[ctx.op.name] += ctx.op.flops([p.data for p in parents(node)], node.data,
                                                       ctx.needs_input_grad)[1]
 
     with hooks.registered(hooks.on_forward, forward), hooks.registered(hooks.on_backward, backward):

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..engine import hooks
+from ..engine.autograd import context, parents
 
 
 def _arrays(saved, leaves=frozenset()) -> list:
@@ -91,11 +92,11 @@ def track_memory():
 
     def forward(op, ctx, inputs, out):
         if ctx is not None:
-            leaves = frozenset(id(t.data) for t in inputs if not t._parents)  # parameters, data
+            leaves = frozenset(id(t.data) for t in inputs if not parents(t))  # parameters, data
             tracker.saved(out, op.name, ctx.saved.values(), leaves)
 
     def backward(node):
-        tracker.released(node, node._ctx.op.name)
+        tracker.released(node, context(node).op.name)
 
     with hooks.registered(hooks.on_forward, forward), hooks.registered(hooks.on_backward, backward):
         yield tracker

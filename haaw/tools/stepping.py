@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.autograd import backward, topological_order
+from ..engine.autograd import backward, operation, parents, topological_order
 
 CURRENT, RECEIVING = "#f6b26b", "#b6d7a8"
 
@@ -61,25 +61,25 @@ def grads_at(start: dict, steps: list, k: int) -> dict:
     """id(node) -> its grad once steps 1..k have run (k = 0: the start)."""
     grads = dict(start)
     for step in steps[:k]:
-        for parent, contribution in zip(step.node._parents, step.contributions):
+        for parent, contribution in zip(parents(step.node), step.contributions):
             grads[id(parent)] = _plus(grads[id(parent)], contribution)
     return grads
 
 
 def _name(node) -> str:
-    if node.label or node._op:
-        return node.label or f"({node._op})"
+    if node.label or operation(node):
+        return node.label or f"({operation(node)})"
     shape = getattr(node.data, "shape", ())
     return f"tensor{shape}" if shape else f"{float(node.data):g}"
 
 
 def _formula(node) -> str:
-    names = [_name(p) for p in node._parents]
-    if len(names) == 2 and node._op in "+-*/":
-        return f"{names[0]} {node._op} {names[1]}"
-    if node._op.startswith("**"):
-        return f"{names[0]}{node._op}"
-    return f"{node._op}({', '.join(names)})"
+    names = [_name(p) for p in parents(node)]
+    if len(names) == 2 and operation(node) in "+-*/":
+        return f"{names[0]} {operation(node)} {names[1]}"
+    if operation(node).startswith("**"):
+        return f"{names[0]}{operation(node)}"
+    return f"{operation(node)}({', '.join(names)})"
 
 
 def _fmt(x) -> str:
@@ -99,7 +99,7 @@ def describe_step(root, start: dict, steps: list, k: int) -> str:
     lines = [f"Step {k} of {len(steps)}: {_name(node)} = {_formula(node)}",
              f"  upstream gradient  dL/d{_name(node)} = {_fmt(step.upstream)}"]
     locals_ = getattr(node, "_local", None)
-    for i, (parent, contribution) in enumerate(zip(node._parents, step.contributions)):
+    for i, (parent, contribution) in enumerate(zip(parents(node), step.contributions)):
         local = locals_[i] if locals_ is not None else None
         was = before[id(parent)]
         before[id(parent)] = _plus(was, contribution)
@@ -115,8 +115,8 @@ def step_highlights(steps: list, k: int) -> tuple[dict, dict]:
     if k == 0:
         return {}, {}
     step = steps[k - 1]
-    highlight = {id(p): RECEIVING for p in step.node._parents}
+    highlight = {id(p): RECEIVING for p in parents(step.node)}
     highlight[id(step.node)] = CURRENT
     notes = {(id(p), id(step.node), i): f"+= {_fmt(c)}"
-             for i, (p, c) in enumerate(zip(step.node._parents, step.contributions))}
+             for i, (p, c) in enumerate(zip(parents(step.node), step.contributions))}
     return highlight, notes

@@ -28,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...engine.autograd import is_node
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Feedback
 
 TIME_LIMIT = 5.0  # seconds for all the cases of one check; past it the code is called too slow
@@ -298,7 +299,7 @@ def _as_outputs(result, names, expected_count) -> tuple:
             raise LearnerError(f"{name} is still `...`: replace it with your code", NOT_ATTEMPTED)
         if hasattr(item, "detach") and type(item).__module__.startswith("torch"):
             item = item.detach().cpu().numpy()
-        elif hasattr(item, "_parents") and hasattr(item, "data"):  # a haaw Tensor or Value
+        elif is_node(item):  # a haaw Tensor or Value
             item = item.data
         try:
             array = np.asarray(item)

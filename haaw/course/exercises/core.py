@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...engine.autograd import is_node
 from .code import CodeExercise, check_code, solutions_allowed
 from .progress import record
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback, register  # noqa: F401
@@ -24,7 +25,7 @@ _hints_shown: dict[str, int] = {}
 
 def _tensor_kind(answer) -> str | None:
     """"Value", "Tensor" (haaw's), "torch tensor", or None for anything else."""
-    if hasattr(answer, "_parents") and hasattr(answer, "data"):
+    if is_node(answer):
         return "Value" if np.ndim(answer.data) == 0 and not isinstance(answer.data, np.ndarray) else "Tensor"
     if type(answer).__module__.startswith("torch") and hasattr(answer, "detach"):
         return "torch tensor"
