@@ -9,7 +9,7 @@ import pytest
 
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.code import CodeExercise
-from haaw.course.exercises.core import CORRECT, _show
+from haaw.course.exercises.core import CORRECT, ArrayExercise, ChoiceExercise, _show
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00")]  # 00 checks the setup: no lesson, no exercise
@@ -116,9 +116,9 @@ def test_every_exercise_asks_its_question_on_the_page_and_is_stored_untouched(pa
 
 
 def answer_forms(ex) -> list[str]:
-    if ex.choices:
+    if isinstance(ex, ChoiceExercise):
         return list(ex.answer if isinstance(ex.answer, tuple) else (ex.answer,))
-    if isinstance(ex.answer, np.ndarray):
+    if isinstance(ex, ArrayExercise):
         return []
     return [_show(float(ex.answer))] + [str(f) for f in ex.forms]
 
@@ -128,7 +128,7 @@ def test_no_answer_is_printed_before_its_question(path):
     nb = nbformat.read(path, as_version=4)
     for i, key in check_cells(nb):
         ex = REGISTRY[key]
-        if isinstance(ex, CodeExercise) or ex.choices:
+        if isinstance(ex, (CodeExercise, ChoiceExercise)):
             continue
         earlier = " ".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
                            for c in nb.cells[:i] if c.cell_type == "code" for o in c.get("outputs", []))

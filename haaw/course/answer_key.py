@@ -30,15 +30,16 @@ def _number(value) -> str:
 
 def _answer(ex) -> list[str]:
     from .exercises.code import CodeExercise
+    from .exercises.core import ArrayExercise, ChoiceExercise
 
     if isinstance(ex, CodeExercise):
         return [f"Write `{ex.signature}`. The checker's reference:", "", "```python",
                 textwrap.dedent(ex.solution).rstrip(), "```"]
-    if ex.choices:
+    if isinstance(ex, ChoiceExercise):
         words = ex.answer if isinstance(ex.answer, (tuple, list)) else (ex.answer,)
         return [f"Answer in words: **{words[0]}**" + (f" (also read: {', '.join(words[1:])})" if len(words) > 1 else "")
                 + "."]
-    if isinstance(ex.answer, np.ndarray):
+    if isinstance(ex, ArrayExercise):
         shown = np.array2string(ex.answer, precision=6, suppress_small=True, separator=", ")
         return ["Answer (an array):", "", "```", shown, "```"]
     lines = [f"Answer: **{_number(ex.answer)}**."]

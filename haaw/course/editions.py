@@ -46,10 +46,10 @@ def _reveals(text: str, answer: float) -> bool:
 
 def _numeric_answer(key: str):
     from .exercises import REGISTRY
-    from .exercises.code import CodeExercise
+    from .exercises.core import NumberExercise
 
     ex = REGISTRY.get(key)
-    if ex is None or isinstance(ex, CodeExercise) or ex.choices or not isinstance(ex.answer, (int, float)):
+    if not isinstance(ex, NumberExercise) or not isinstance(ex.answer, (int, float)):
         return None
     return float(ex.answer)
 

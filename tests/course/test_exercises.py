@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 
 from haaw import Value
-from haaw.course.exercises import REGISTRY, check, hint, solution
+from haaw.course.exercises import REGISTRY, ArrayExercise, ChoiceExercise, NumberExercise, check, hint, solution
 from haaw.course.exercises.code import CodeExercise
 from haaw.course.exercises.core import CORRECT, NOT_ATTEMPTED, UNREADABLE, WRONG
 
 KEYS = sorted(k for k, ex in REGISTRY.items() if not isinstance(ex, CodeExercise))  # answers, not code
-WORD_KEYS = [k for k in KEYS if REGISTRY[k].choices]
-NUMBER_KEYS = [k for k in KEYS if not isinstance(REGISTRY[k].answer, np.ndarray) and k not in WORD_KEYS]
-ARRAY_KEYS = [k for k in KEYS if isinstance(REGISTRY[k].answer, np.ndarray)]
+WORD_KEYS = [k for k in KEYS if isinstance(REGISTRY[k], ChoiceExercise)]
+NUMBER_KEYS = [k for k in KEYS if isinstance(REGISTRY[k], NumberExercise)]
+ARRAY_KEYS = [k for k in KEYS if isinstance(REGISTRY[k], ArrayExercise)]
 MISTAKES = [(key, wrong, why) for key in KEYS for wrong, why in REGISTRY[key].mistake_pairs()]
 GARBAGE = [None, "forty", "", np.array([1.0, 2.0]), np.zeros((2, 2)), [1, 2, 3], {}, object(),
            True, float("nan"), float("inf"), 1e400, complex(1, 2), Value(1.0), [[1, 2]], "1.2.3"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import ctypes
 import inspect
 import linecache
@@ -29,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from ...engine.autograd import is_node
-from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Feedback
+from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback
 
 TIME_LIMIT = 5.0  # seconds for all the cases of one check; past it the code is called too slow
 _HAAW = str(Path(__file__).resolve().parents[2])  # frames inside haaw are not the learner's
@@ -77,15 +78,13 @@ class Mistake:
     premise: Callable | None = None  # premise(fn, *case args) -> bool: what must be true of the learner's code too
 
 
-@dataclass
-class CodeExercise:
-    key: str
-    question: str  # what to write; check() repeats it while the exercise is not attempted
+@dataclass(kw_only=True)
+class CodeExercise(Exercise):
+    # question: what to write; check() repeats it while the exercise is not attempted
     signature: str  # "linear_backward(X, W, G) -> (dX, dW, db)"
     reference: Callable
     cases: Callable[[], list]  # builds the battery, list of Case
     mistakes: list = field(default_factory=list)
-    hints: tuple = ()
     outputs: tuple = ()  # names of the returned values, for the messages ("dX", "dW", "db")
     slot: str | None = None  # the haaw.use slot a passing function can fill
     run: Callable | None = None  # run(fn, *args) -> outputs; default fn(*copies of args)
@@ -105,6 +104,12 @@ class CodeExercise:
 
     def mistake_pairs(self) -> list:
         return [(m.name, m.why) for m in self.mistakes]
+
+    def check(self, answer) -> Feedback:
+        return check_code(self, answer)
+
+    def worked_solution(self) -> str:
+        return f"Solution, one way to write it:\n{self.solution}"
 
 
 _passed: dict[str, Callable] = {}  # key -> the function object that passed
@@ -348,13 +353,6 @@ def _grid(yours: np.ndarray, expected: np.ndarray, rtol, atol, limit: int = 6) -
     return text + more, html
 
 
-@dataclass
-class _Verdict:
-    status: str
-    message: str
-    html: str = ""
-
-
 def check_code(ex: CodeExercise, fn) -> Feedback:
     """Run ``fn`` on every case of ``ex`` and say whether it passes, and if not, why."""
     name = getattr(fn, "__name__", "your function")
@@ -377,17 +375,17 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
             verdict = _battery(ex, fn, name, run, cases)
     except limit.expired:  # this check's own time-out; an enclosing check's passes on to that check
         limit.stop()  # again: the time-out may have arrived as the block ended, before __exit__ could stop it
-        verdict = _Verdict(WRONG, f"{name} took longer than {TIME_LIMIT:g} s for its {len(cases)} cases and was "
+        verdict = Feedback(WRONG, f"{name} took longer than {TIME_LIMIT:g} s for its {len(cases)} cases and was "
                                   "stopped: " + (ex.too_slow or "look for a loop that never ends (or one over every "
                                                  "entry where one NumPy operation would do)."))
     if verdict.status == CORRECT:
         _passed[ex.key] = fn
     elif _passed.get(ex.key) is fn:
         del _passed[ex.key]
-    return Feedback(verdict.status, verdict.message, verdict.html)
+    return verdict
 
 
-def _battery(ex, fn, name, run, cases) -> _Verdict:
+def _battery(ex, fn, name, run, cases) -> Feedback:
     for number, case in enumerate(cases, start=1):
         right = ex.expected(case) if ex.expected else run(ex.reference, *case.args)
         expected = _as_outputs(right, ex.outputs, len(ex.outputs))
@@ -398,21 +396,20 @@ def _battery(ex, fn, name, run, cases) -> _Verdict:
                 mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, name), ex.outputs, len(ex.outputs))
         except LearnerError as err:
             if err.status == NOT_ATTEMPTED:
-                return _Verdict(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
-            return _Verdict(WRONG, f"✗ Not yet. {where}: {err.message}{note}")
+                return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
+            return Feedback(WRONG, f"✗ Not yet. {where}: {err.message}{note}")
         rtol, atol = _tolerance(ex, [*expected, *_arrays_in(case.args)])  # float32 in or out: float32's tolerance
         bad = [i for i, (m, e) in enumerate(zip(mine, expected)) if not _same(m, e, rtol, atol)]
         if not bad:
             continue
         verdict = _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases)
-        verdict.message += note + _diagnosis(ex, fn, case)
-        return verdict
+        return dataclasses.replace(verdict, message=verdict.message + note + _diagnosis(ex, fn, case))
     labels = ", ".join(dict.fromkeys(c.kind for c in cases))
     plug = (f" It can now run inside the engine: a later cell plugs it in with yours({ex.slot}=...)."
             if ex.slot else "")
     low = any(a.dtype.itemsize < 8 and a.dtype.kind == "f" for c in cases for a in _arrays_in(c.args))
     within = f"each within a relative {ex.rtol:g}" + (" (1e-4 in float32)" if low else "")
-    return _Verdict(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}), {within}.{plug}")
+    return Feedback(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}), {within}.{plug}")
 
 
 def _diagnosis(ex, fn, case) -> str:
@@ -464,7 +461,7 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
     return True
 
 
-def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()) -> _Verdict:
+def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()) -> Feedback:
     i = bad[0]
     out, yours, right = ex.outputs[i], mine[i], expected[i]
     if yours.shape != right.shape:
@@ -499,15 +496,15 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()
         if theirs is not None and all(_same(theirs[j], mine[j], rtol, atol) for j in range(len(mine))) and any(
                 not _same(theirs[j], expected[j], rtol, atol) for j in bad) and _is_that_mistake(
                 ex, fn, run, mistake, cases or [case]):
-            return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
+            return Feedback(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
                                    f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")
     if yours.shape != right.shape or yours.dtype != right.dtype and right.dtype.kind == "f":
-        return _Verdict(WRONG, f"✗ Not yet. {where}: {detail}.")
+        return Feedback(WRONG, f"✗ Not yet. {where}: {detail}.")
     text, html = _grid(yours, right, rtol, atol)
     message = f"✗ Not yet. {where}: {detail}. The first entries that differ:\n{text}\nTry hint({ex.key!r})."
     html = (f"<div>✗ Not yet. {escape(where)}: {escape(detail)}. The first entries that differ:</div>{html}"
             f"<div>Try hint({escape(repr(ex.key))}).</div>")
-    return _Verdict(WRONG, message, html)
+    return Feedback(WRONG, message, html)
 
 
 # --- plugging a passing function into the engine -------------------------------------------------
@@ -571,8 +568,3 @@ def pick(key: str, fn):
         return fn
     print(f"· running the course's {ex.signature.split('(')[0]}: yours has not passed check({key!r}, ...) yet")
     return ex.reference
-
-
-def solutions_allowed() -> bool:
-    """False when an instructor has switched solutions off (HAAW_SOLUTIONS=off)."""
-    return os.environ.get("HAAW_SOLUTIONS", "on").strip().lower() not in ("off", "0", "no", "false")

@@ -10,15 +10,15 @@ from __future__ import annotations
 import ast
 import math
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ...engine.autograd import is_node
-from .code import CodeExercise, check_code, solutions_allowed
 from .progress import record
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback, register  # noqa: F401
-from .registry import _lookup, _unknown
+from .registry import _lookup, _unknown, solutions_allowed
 
 _hints_shown: dict[str, int] = {}
 
@@ -166,88 +166,35 @@ def _same_number(number: float, answer, expected: float, rtol: float) -> bool:
 def check(key, answer) -> Feedback:
     """Say whether ``answer`` solves exercise ``key``, and if not, what probably went wrong.
 
-    A verdict on a real attempt (correct or wrong) is also written to the progress file (``progress.py``)."""
+    The exercise's own type checks the answer; this wrapper makes sure that a checker never raises, and writes
+    a verdict on a real attempt (correct or wrong) to the progress file (``progress.py``)."""
     try:
-        feedback = _check(key, answer)
+        ex = _lookup(key)
+        feedback = Feedback(UNREADABLE, _unknown(key)) if ex is None else ex.check(answer)
     except Exception as err:  # a checker must never be the thing that crashes
         return Feedback(UNREADABLE, _failure(key, err))
-    if feedback.status in (CORRECT, WRONG) and key in REGISTRY:
+    if feedback.status in (CORRECT, WRONG):
         record(key, feedback.status)
     return feedback
 
 
 def _failure(key, err: Exception) -> str:
     """What to say when checking raised. If code of the learner's raised it (their object's own method, say),
-    it is their answer that could not be read; if only the course's code and the libraries ran, it is the
-    course's bug, and the learner is told so, with the traceback to report."""
+    it is their answer that could not be read; if only the course's code, the libraries and code Python
+    generates (a dataclass's methods, "<string>") ran, it is the course's bug, and the learner is told so,
+    with the traceback to report."""
     import sys
     import traceback
 
     frames = [frame.filename for frame in traceback.extract_tb(err.__traceback__)]
     package = str(Path(__file__).resolve().parents[2])
     libraries = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    theirs = [f for f in frames if not str(Path(f).resolve()).startswith((package, *libraries))]
+    generated = [f for f in frames if f.startswith("<") and not f.startswith(("<ipython-input", "<cell"))]
+    theirs = [f for f in frames if f not in generated and not str(Path(f).resolve()).startswith((package, *libraries))]
     if theirs:
         return f"Could not read that answer: reading it ran your code, which raised {type(err).__name__}: {err}"
     return (f"This is a bug in the course, not in your answer: the checker of {key!r} failed. Please report it with "
             "this traceback:\n\n" + "".join(traceback.format_exception(err)).rstrip())
-
-
-def _check(key, answer) -> Feedback:
-    ex = _lookup(key)
-    if ex is None:
-        return Feedback(UNREADABLE, _unknown(key))
-    if isinstance(ex, CodeExercise):
-        return check_code(ex, answer)
-    if answer is Ellipsis:
-        return Feedback(NOT_ATTEMPTED, f"Not attempted yet: replace the ... with your answer, then run the cell. "
-                                       f"Stuck? hint({key!r}) gives a nudge.")
-    if answer is None:
-        return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
-    if ex.choices:
-        return _check_choice(ex, answer)
-    if isinstance(ex.answer, np.ndarray):
-        return _check_array(ex, answer)
-    if isinstance(answer, str):
-        answer, problem = _plain(answer)
-        if problem:
-            return Feedback(UNREADABLE, problem)
-    number, problem = _as_number(answer)
-    if problem:
-        return Feedback(UNREADABLE, problem)
-    expected = float(ex.answer)
-    counted = expected.is_integer() and (number.is_integer() or abs(expected) >= 1e6)  # a count: exact only
-    if number == expected or (not counted and _close(number, expected, ex.rtol)):
-        return Feedback(CORRECT, f"Correct: {_show(number)}.")
-    for wrong, why in ex.mistake_pairs():  # a named mistake first: "2.00" is the mistake 2, not 2.002 rounded
-        if _close(number, float(wrong), ex.rtol):
-            return Feedback(WRONG, f"Not quite: {_show(number)}. {why}")
-    if _same_number(number, answer, expected, ex.rtol):
-        return Feedback(CORRECT, f"Correct: {_show(number)}.")
-    if _close(number, -float(ex.answer), ex.rtol):
-        return Feedback(WRONG, f"Not quite: {_show(number)}. The size is right but the sign is not: check it.")
-    return Feedback(WRONG, f"Not quite: {_show(number)} is not it. Try hint({ex.key!r}).")
-
-
-def _check_choice(ex: Exercise, answer) -> Feedback:
-    """Words: the answer (or one of its accepted spellings), a known wrong word, or not understood."""
-    options = ", ".join(repr(c) for c in ex.choices)
-    if not isinstance(answer, str):
-        return Feedback(UNREADABLE, f"Answer with words, one of: {options}.")
-    word = _words(answer)
-    accepted = ex.answer if isinstance(ex.answer, tuple) else (ex.answer,)
-    known = {_words(a) for a in accepted} | {_words(w) for w, _ in ex.mistake_pairs()}
-    if word not in known:  # "backward()" or "backwards" for "backward"
-        for form in (word.replace("()", ""), word[:-1] if word.endswith("s") else word):
-            if form in known:
-                word = form
-                break
-    if word in {_words(a) for a in accepted}:
-        return Feedback(CORRECT, f"Correct: {' '.join(answer.split()).rstrip('.')}.")  # in the learner's words
-    for wrong, why in ex.mistake_pairs():
-        if word == _words(wrong):
-            return Feedback(WRONG, f"Not quite: {' '.join(answer.split()).rstrip('.')}. {why}")
-    return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
 
 
 def _words(text: str) -> str:
@@ -280,29 +227,136 @@ def _matches(a: np.ndarray, b: np.ndarray, rtol: float) -> bool:
     return a.shape == b.shape and np.allclose(a, b, rtol=rtol, atol=rtol)
 
 
-def _check_array(ex: Exercise, answer) -> Feedback:
-    array, problem = _as_array(answer)
-    if problem:
-        return Feedback(UNREADABLE, problem)
-    expected = ex.answer
-    if _matches(array, expected, ex.rtol):
-        return Feedback(CORRECT, f"Correct: shape {expected.shape}, every entry right.")
-    for wrong, why in ex.mistake_pairs():
-        if _matches(array, np.asarray(wrong, dtype=np.float64), ex.rtol):
-            return Feedback(WRONG, f"Not quite. {why}")
-    if array.shape != expected.shape:
-        if array.ndim == 2 and _matches(array.T, expected, ex.rtol):
-            return Feedback(WRONG, f"Not quite: you have the transpose, shape {array.shape}. A gradient has the "
-                                   f"shape of what it is the gradient of, {expected.shape}. Transpose your result, or use "
-                                   "(AB)ᵀ = BᵀAᵀ: swap the two factors and transpose each.")
-        return Feedback(WRONG, f"Not quite: your answer has shape {array.shape}, but it must have shape "
-                               f"{expected.shape}, the shape of what it is the gradient of.")
-    if _matches(-array, expected, ex.rtol):
-        return Feedback(WRONG, "Not quite: every entry has the wrong sign.")
-    wrong = ~np.isclose(array, expected, rtol=ex.rtol, atol=ex.rtol)
-    first = tuple(int(i) for i in np.argwhere(wrong)[0])
-    return Feedback(WRONG, f"Not quite: {int(wrong.sum())} of {wrong.size} entries differ; the first at {first}: "
-                           f"yours {array[first]:g}, expected {expected[first]:g}. Try hint({ex.key!r}).")
+def _not_given(key: str, answer) -> Feedback | None:
+    """The verdict when there is no answer yet (the ``...`` placeholder) or an empty one (None)."""
+    if answer is Ellipsis:
+        return Feedback(NOT_ATTEMPTED, f"Not attempted yet: replace the ... with your answer, then run the cell. "
+                                       f"Stuck? hint({key!r}) gives a nudge.")
+    if answer is None:
+        return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
+    return None
+
+
+@dataclass(kw_only=True)
+class NumberExercise(Exercise):
+    """An answer that is one number, typed as a number, a string ("2^38", "274.9e9", "16 bytes") or a sum."""
+
+    answer: float
+    mistakes: dict = field(default_factory=dict)  # {wrong number: why it is wrong}
+    solution: str = ""
+    rtol: float = 1e-9  # relative: a count of 1,000,000 is not 999,999
+    forms: tuple = ()  # other ways a learner may correctly write the answer (all must be accepted)
+
+    def mistake_pairs(self) -> list:
+        return list(self.mistakes.items())
+
+    def worked_solution(self) -> str:
+        return f"Solution: {self.solution}"
+
+    def check(self, answer) -> Feedback:
+        not_given = _not_given(self.key, answer)
+        if not_given:
+            return not_given
+        if isinstance(answer, str):
+            answer, problem = _plain(answer)
+            if problem:
+                return Feedback(UNREADABLE, problem)
+        number, problem = _as_number(answer)
+        if problem:
+            return Feedback(UNREADABLE, problem)
+        expected = float(self.answer)
+        counted = expected.is_integer() and (number.is_integer() or abs(expected) >= 1e6)  # a count: exact only
+        if number == expected or (not counted and _close(number, expected, self.rtol)):
+            return Feedback(CORRECT, f"Correct: {_show(number)}.")
+        for wrong, why in self.mistake_pairs():  # a named mistake first: "2.00" is the mistake 2, not 2.002 rounded
+            if _close(number, float(wrong), self.rtol):
+                return Feedback(WRONG, f"Not quite: {_show(number)}. {why}")
+        if _same_number(number, answer, expected, self.rtol):
+            return Feedback(CORRECT, f"Correct: {_show(number)}.")
+        if _close(number, -float(self.answer), self.rtol):
+            return Feedback(WRONG, f"Not quite: {_show(number)}. The size is right but the sign is not: check it.")
+        return Feedback(WRONG, f"Not quite: {_show(number)} is not it. Try hint({self.key!r}).")
+
+
+@dataclass(kw_only=True)
+class ArrayExercise(Exercise):
+    """An answer that is an array (a NumPy array, a haaw Tensor or a torch tensor holding the numbers)."""
+
+    answer: np.ndarray
+    mistakes: tuple = ()  # ((wrong array, why it is wrong), ...)
+    solution: str = ""
+    rtol: float = 1e-9
+
+    def mistake_pairs(self) -> list:
+        return list(self.mistakes)
+
+    def worked_solution(self) -> str:
+        return f"Solution: {self.solution}"
+
+    def check(self, answer) -> Feedback:
+        not_given = _not_given(self.key, answer)
+        if not_given:
+            return not_given
+        array, problem = _as_array(answer)
+        if problem:
+            return Feedback(UNREADABLE, problem)
+        expected = self.answer
+        if _matches(array, expected, self.rtol):
+            return Feedback(CORRECT, f"Correct: shape {expected.shape}, every entry right.")
+        for wrong, why in self.mistake_pairs():
+            if _matches(array, np.asarray(wrong, dtype=np.float64), self.rtol):
+                return Feedback(WRONG, f"Not quite. {why}")
+        if array.shape != expected.shape:
+            if array.ndim == 2 and _matches(array.T, expected, self.rtol):
+                return Feedback(WRONG, f"Not quite: you have the transpose, shape {array.shape}. A gradient has the "
+                                       f"shape of what it is the gradient of, {expected.shape}. Transpose your result, or use "
+                                       "(AB)ᵀ = BᵀAᵀ: swap the two factors and transpose each.")
+            return Feedback(WRONG, f"Not quite: your answer has shape {array.shape}, but it must have shape "
+                                   f"{expected.shape}, the shape of what it is the gradient of.")
+        if _matches(-array, expected, self.rtol):
+            return Feedback(WRONG, "Not quite: every entry has the wrong sign.")
+        wrong = ~np.isclose(array, expected, rtol=self.rtol, atol=self.rtol)
+        first = tuple(int(i) for i in np.argwhere(wrong)[0])
+        return Feedback(WRONG, f"Not quite: {int(wrong.sum())} of {wrong.size} entries differ; the first at {first}: "
+                               f"yours {array[first]:g}, expected {expected[first]:g}. Try hint({self.key!r}).")
+
+
+@dataclass(kw_only=True)
+class ChoiceExercise(Exercise):
+    """An answer in words, one of ``choices`` (spelling, case, articles and end punctuation aside)."""
+
+    answer: str | tuple  # the right words, or every accepted spelling of them
+    choices: tuple  # every word the checker understands
+    mistakes: dict = field(default_factory=dict)  # {wrong words: why they are wrong}
+    solution: str = ""
+
+    def mistake_pairs(self) -> list:
+        return list(self.mistakes.items())
+
+    def worked_solution(self) -> str:
+        return f"Solution: {self.solution}"
+
+    def check(self, answer) -> Feedback:
+        not_given = _not_given(self.key, answer)
+        if not_given:
+            return not_given
+        options = ", ".join(repr(c) for c in self.choices)
+        if not isinstance(answer, str):
+            return Feedback(UNREADABLE, f"Answer with words, one of: {options}.")
+        word = _words(answer)
+        accepted = self.answer if isinstance(self.answer, tuple) else (self.answer,)
+        known = {_words(a) for a in accepted} | {_words(w) for w, _ in self.mistake_pairs()}
+        if word not in known:  # "backward()" or "backwards" for "backward"
+            for form in (word.replace("()", ""), word[:-1] if word.endswith("s") else word):
+                if form in known:
+                    word = form
+                    break
+        if word in {_words(a) for a in accepted}:
+            return Feedback(CORRECT, f"Correct: {' '.join(answer.split()).rstrip('.')}.")  # in the learner's words
+        for wrong, why in self.mistake_pairs():
+            if word == _words(wrong):
+                return Feedback(WRONG, f"Not quite: {' '.join(answer.split()).rstrip('.')}. {why}")
+        return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
 
 
 def hint(key, level: int | None = None) -> Feedback:
@@ -330,6 +384,4 @@ def solution(key) -> Feedback:
     if not solutions_allowed():
         return Feedback("solution", "Solutions are switched off here (HAAW_SOLUTIONS=off, set by whoever runs this "
                                     f"course): hint({key!r}) still works, one step at a time.")
-    if isinstance(ex, CodeExercise):
-        return Feedback("solution", f"Solution, one way to write it:\n{ex.solution}")
-    return Feedback("solution", f"Solution: {ex.solution}")
+    return Feedback("solution", ex.worked_solution())

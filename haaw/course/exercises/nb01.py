@@ -1,7 +1,7 @@
 """Exercises of notebook 01: the chain rule on one tiny chain."""
-from .core import Exercise, register
+from .core import NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="01-dL/dw",
     question="w = 3, x = 2, y = w·x, L = y². Predict dL/dw by hand.",
     answer=24,
@@ -22,7 +22,7 @@ register(Exercise(
              "(the same from L = w²x² directly: dL/dw = 2w·x² = 24).",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="01-step",
     question="Take one gradient-descent step from w = 2 with dL/dw = 36 and η = 0.01. The new w?",
     answer=1.64,
@@ -37,7 +37,7 @@ register(Exercise(
     solution="w_new = 2 − 0.01 · 36 = 2 − 0.36 = 1.64.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="01-chain",
     question="w = 0.5, A = 4w, B = A², C = B + 1, L = 3C. Compute dL/dw with the chain rule.",
     answer=48,

@@ -1,7 +1,7 @@
 """Exercises of notebook 02: computation graphs and reverse mode."""
-from .core import Exercise, register
+from .core import NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="02-fan-out",
     question="x = 3, L = x·x + 4·x. What is dL/dx?",
     answer=10,
@@ -18,7 +18,7 @@ register(Exercise(
     solution="x·x contributes x + x = 6 (one per entry), 4·x contributes 4: dL/dx = 6 + 4 = 10 (= 2x + 4).",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="02-shared",
     question="A shared weight: w = 3, x = 2, h = w·x, L = w·h (the same w in both layers). dL/dw?",
     answer=12,
@@ -33,7 +33,7 @@ register(Exercise(
     solution="Direct use: h = 6; through h: w · x = 6; the sum is 12 (check: L = w²x, dL/dw = 2wx = 12).",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="02-passes",
     question="A neuron has 8 weights and a bias, and one scalar loss. How many forward-mode passes "
              "give its whole gradient?",

@@ -1,15 +1,14 @@
 """Exercises of notebook 03: matrices, Y = XW."""
 import numpy as np
 
-from .core import Exercise, register
+from .core import ArrayExercise, NumberExercise, register
 
 # Small integers, so the products can be done by hand; B = 4 examples, n = 3 inputs, m = 2 outputs.
 X = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [2.0, 0.0, 1.0], [1.0, -1.0, 1.0]])
 W = np.array([[1.0, 0.0], [2.0, -1.0], [0.0, 1.0]])
 G = np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, 1.0], [1.0, 1.0]])  # dL/dY, as backward hands it over
-DATA = {"X": X, "W": W, "G": G}
 
-register(Exercise(
+register(ArrayExercise(
     key="03-dW",
     question="Y = XW, and backward hands you G = dL/dY. Compute dL/dW as a NumPy array.",
     answer=X.T @ G,
@@ -25,10 +24,9 @@ register(Exercise(
            "dL/dW[i, j] = Σ_b X[b, i] · G[b, j].",
            "That sum over b is a matrix product with X transposed."),
     solution="dL/dW = X.T @ G: entry (i, j) is Σ_b X[b, i]·G[b, j], summed over the batch; shape (3, 2) like W.",
-    data=DATA,
 ))
 
-register(Exercise(
+register(ArrayExercise(
     key="03-dX",
     question="Same X, W and G. Compute dL/dX, the gradient that flows on to earlier layers.",
     answer=G @ W.T,
@@ -41,10 +39,9 @@ register(Exercise(
     hints=("dL/dX must have the shape of X, (4, 3). Combine G (4, 2) with W (3, 2) to get it.",
            "Entry (b, i): X[b, i] reaches Y[b, j] through W[i, j], so dL/dX[b, i] = Σ_j G[b, j] · W[i, j]."),
     solution="dL/dX = G @ W.T: entry (b, i) is Σ_j G[b, j]·W[i, j]; shape (4, 3) like X.",
-    data=DATA,
 ))
 
-register(Exercise(
+register(ArrayExercise(
     key="03-db",
     question="Now Y = XW + b, with b of shape (2,) added to every row. Compute dL/db from G.",
     answer=G.sum(axis=0),
@@ -57,10 +54,9 @@ register(Exercise(
     hints=("Broadcasting copied b into every row. A value used several times gets the sum of its contributions.",
            "Sum G over the batch axis, axis 0."),
     solution="dL/db = G.sum(axis=0): b is broadcast to all 4 rows, so its gradient adds up their 4 contributions.",
-    data=DATA,
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="03-jacobian-bytes",
     question="One example x (1 × 4096) through a 4096 × 4096 layer, y = xW. How many bytes would the explicit "
              "Jacobian dy/dW take in float32?",

@@ -1,7 +1,7 @@
 """Exercises of notebook 04: gradient flow through residuals, normalisation and activations."""
-from .core import Exercise, register
+from .core import NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="04-residual",
     question="y = x + F(x). Backward arrives with dL/dy = 2.0, and F's own derivative is dF/dx = 0.001. dL/dx?",
     answer=2.002,
@@ -15,7 +15,7 @@ register(Exercise(
     solution="dL/dx = dL/dy · (1 + dF/dx) = 2.0 × 1.001 = 2.002: the skip path alone delivers 2.0.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="04-product",
     question="A gradient arrives at the top of a stack of 50 layers, and each layer multiplies it by 0.9 as it "
              "passes back through. What fraction of it comes out below the first layer, as the gradient of the "
@@ -42,7 +42,7 @@ register(Exercise(
     forms=("0.00515", "0.005154", "5.15e-3"),
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="04-clip",
     question="Two parameter tensors have the gradients [3, 4] and [12]. What is their global gradient norm, "
              "the number clip_grad_norm compares with max_norm?",

@@ -1,9 +1,9 @@
 """Exercises of notebook 05: softmax and attention."""
 import numpy as np
 
-from .core import Exercise, register
+from .core import ArrayExercise, NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="05-softmax-grad",
     question="Softmax outputs s = (0.5, 0.3, 0.2) and the upstream gradient is g = (1, 0, 0): the loss depends "
              "on the first weight only. What is dL/dz₂, the gradient for the second logit?",
@@ -25,7 +25,7 @@ register(Exercise(
              "diagonal would give 0.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="05-score-variance",
     question="q and k have d_k = 64 independent entries of mean 0 and variance 1. What is the variance of "
              "the unscaled score q·k? (The exact value, not an estimate from random samples.)",
@@ -44,7 +44,7 @@ register(Exercise(
 
 P = np.array([[1.0, 0.0], [0.25, 0.75]])  # attention weights: 2 queries × 2 keys
 G = np.array([[1.0, -1.0, 2.0], [0.0, 4.0, 1.0]])  # dL/dO, 2 queries × 3 features
-register(Exercise(
+register(ArrayExercise(
     key="05-dV",
     question="O = P V with attention weights P (2 × 2) and values V (2 × 3). Given G = dL/dO, compute dL/dV.",
     answer=P.T @ G,
@@ -55,7 +55,6 @@ register(Exercise(
     ),
     hints=("This is Y = XW again, with P in the role of X and V in the role of W.", "dL/dW = XᵀG."),
     solution="dL/dV = Pᵀ G: row j gathers the output gradients of all queries, weighted by how much each attended to key j.",
-    data={"P": P, "G": G},
 ))
 
 

@@ -1,7 +1,7 @@
 """Exercises of notebook 06: memory, and saving activations or recomputing them."""
-from .core import Exercise, register
+from .core import NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="06-adam-bytes",
     question="Training in fp32 with Adam: how many bytes per parameter do the weights, their gradients "
              "and the optimizer state take together?",
@@ -16,7 +16,7 @@ register(Exercise(
              "parameters) needs about 100 GiB for them before any activation.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="06-overhead",
     question="Backward costs twice the forward. Checkpointing every layer recomputes the whole forward once "
              "during backward. By what fraction does the compute of one training step grow?",
@@ -35,7 +35,7 @@ register(Exercise(
     rtol=1e-2,
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="06-sqrt",
     question="A chain of 100 equal layers, each keeping its output (one array of the same size) for its backward, "
              "is checkpointed in segments of 10 layers. At the peak of backward, how many such arrays are kept: "

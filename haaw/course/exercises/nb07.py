@@ -1,7 +1,7 @@
 """Exercises of notebook 07: mixed precision."""
-from .core import Exercise, register
+from .core import NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="07-fp16-update",
     question="A weight w = 1.0 is stored in fp16. An update subtracts 0.0001. What does the fp16 weight hold afterwards?",
     answer=1.0,
@@ -21,7 +21,7 @@ register(Exercise(
              "That is why the update goes to an fp32 master copy.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="07-scale",
     question="A gradient is 2⁻³⁰, and fp16's smallest subnormal is 2⁻²⁴. Which loss scale S brings it exactly up "
              "to 2⁻²⁴?",
@@ -37,7 +37,7 @@ register(Exercise(
     solution="S = 2⁶ = 64. Every gradient is multiplied by the same S, so the optimizer divides by 64 afterwards.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="07-dynamic",
     question="A dynamic loss scaler starts at 1024. On an overflow it halves the scale (and that step is skipped); "
              "after 3 clean steps in a row it doubles the scale. The first 2 steps overflow, then 4 clean steps "

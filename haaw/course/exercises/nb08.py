@@ -1,5 +1,5 @@
 """Exercises of notebook 08: diagnose buggy training steps with the audit."""
-from .core import Exercise, register
+from .core import ChoiceExercise, register
 
 CHECKS = ("gradients zeroed", "mask before the reduction", "independent of padding length", "loss unit",
           "gradient norm", "frozen parameters untouched", "gradcheck", "accumulation")
@@ -60,7 +60,7 @@ def _others(step: str) -> dict:
     return feedback
 
 
-register(Exercise(
+register(ChoiceExercise(
     key="08-bug-a",
     question="Step A: which audit check fails first?",
     answer=_answer("loss unit"),
@@ -72,7 +72,7 @@ register(Exercise(
     choices=CHECKS,
 ))
 
-register(Exercise(
+register(ChoiceExercise(
     key="08-bug-b",
     question="Step B: which audit check fails first?",
     answer=_answer("accumulation"),
@@ -84,7 +84,7 @@ register(Exercise(
     choices=CHECKS,
 ))
 
-register(Exercise(
+register(ChoiceExercise(
     key="08-bug-c",
     question="Step C: which audit check fails first?",
     answer=_answer("mask before the reduction"),

@@ -1,7 +1,7 @@
 """Exercises of notebook 09: accumulation and many workers."""
-from .core import Exercise, register
+from .core import NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="09-accumulation-scale",
     question="A batch is split into 4 microbatches of equal size, each loss a mean over its microbatch. "
              "By what factor must each microbatch loss be multiplied so that the accumulated gradient "
@@ -15,7 +15,7 @@ register(Exercise(
     solution="1/4 = 0.25: the mean over the big batch is the average of the 4 equal-sized microbatch means.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="09-token-weight",
     question="A batch has 40 real tokens in total; one microbatch holds 12 of them. For a per-token loss, "
              "the microbatch's *summed* token loss must be divided by what?",
@@ -36,7 +36,7 @@ register(Exercise(
     solution="40, the real tokens of the whole batch: then every token weighs 1/40, whichever microbatch it is in.",
 ))
 
-register(Exercise(
+register(NumberExercise(
     key="09-ring-bytes",
     question="4 workers all-reduce a 1 GB gradient with a ring. How many GB does each worker send?",
     answer=1.5,

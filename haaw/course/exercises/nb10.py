@@ -1,9 +1,9 @@
 """Exercises of notebook 10: one complete learning step."""
 import math
 
-from .core import Exercise, register
+from .core import ChoiceExercise, NumberExercise, register
 
-register(Exercise(
+register(NumberExercise(
     key="10-initial-loss",
     question="A model that knows nothing spreads its guess evenly over the 31 characters of the story. "
              "What cross-entropy loss does that give (natural log)?",
@@ -22,7 +22,7 @@ register(Exercise(
     forms=("3.43", "3.434", "3.4340", 3.43),
 ))
 
-register(Exercise(
+register(ChoiceExercise(
     key="10-which-phase",
     question="In the loop batch → forward → loss → backward → optimizer step, which phase computes the gradients?",
     answer=("backward", "backward pass", "backpropagation", "backprop", "back propagation", "back-propagation",

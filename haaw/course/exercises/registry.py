@@ -3,7 +3,8 @@ answer. It imports nothing else of the course, so that the checkers (core.py for
 and the progress file all build on it without importing each other in a circle."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass
 
 CORRECT, WRONG, NOT_ATTEMPTED, UNREADABLE = "correct", "wrong", "not attempted", "unreadable"
 
@@ -27,21 +28,25 @@ class Feedback:
         return self.html or None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Exercise:
+    """What every exercise has. Its type says what an answer is and checks it: ``NumberExercise``,
+    ``ArrayExercise`` and ``ChoiceExercise`` (core.py), ``CodeExercise`` (code.py)."""
+
     key: str
     question: str
-    answer: object  # a number, or a NumPy array
-    mistakes: object = field(default_factory=dict)  # {wrong number: hint}, or ((wrong array, hint), ...)
     hints: tuple = ()  # tiered: each one gives a little more away
-    solution: str = ""
-    rtol: float = 1e-9  # relative: a count of 1,000,000 is not 999,999
-    data: dict = field(default_factory=dict)  # arrays the question is about, for the notebook
-    choices: tuple = ()  # for an answer in words: every word the checker understands
-    forms: tuple = ()  # other ways a learner may correctly write the answer (all must be accepted)
+
+    def check(self, answer) -> Feedback:
+        """The verdict on ``answer``; it may raise, and ``core.check`` turns that into a message."""
+        raise NotImplementedError
 
     def mistake_pairs(self) -> list:
-        return list(self.mistakes.items() if isinstance(self.mistakes, dict) else self.mistakes)
+        """(a wrong answer, or a mistake's name; why it is wrong), for every mistake the checker names."""
+        raise NotImplementedError
+
+    def worked_solution(self) -> str:
+        raise NotImplementedError
 
 
 REGISTRY: dict[str, Exercise] = {}
@@ -59,3 +64,8 @@ def _lookup(key) -> Exercise | None:
 def _unknown(key) -> str:
     known = ", ".join(sorted(REGISTRY))
     return f"There is no exercise called {key!r}. The exercises are: {known}."
+
+
+def solutions_allowed() -> bool:
+    """False when an instructor has switched solutions off (HAAW_SOLUTIONS=off)."""
+    return os.environ.get("HAAW_SOLUTIONS", "on").strip().lower() not in ("off", "0", "no", "false")
