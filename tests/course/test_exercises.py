@@ -226,3 +226,19 @@ def test_an_answer_whose_own_code_raises_is_the_learner_s_and_a_checker_failure_
     said = str(check("01-step", 1.64))
     assert said.startswith("This is a bug in the course, not in your answer: the checker of '01-step' failed.")
     assert "Traceback (most recent call last)" in said and "ZeroDivisionError: division by zero" in said
+
+
+def test_a_new_array_exercise_is_one_declaration_and_checks_itself(monkeypatch):
+    """What a maintainer adds for a new exercise: a module with one declaration like this, imported by the
+    package's __init__. Nothing else changes: the type checks the answer, check() finds it by its key."""
+    from haaw.course.exercises.core import register
+
+    monkeypatch.setitem(REGISTRY, "99-outer", None)  # removed again after the test
+    A = np.array([[1.0], [2.0]])
+    register(ArrayExercise(key="99-outer", question="Compute A Aᵀ for A = [[1], [2]].", answer=A @ A.T,
+                           mistakes=((A.T @ A, "That is AᵀA, one number: the product the other way round."),),
+                           hints=("Shape (2, 2).",), solution="A @ A.T"))
+    assert check("99-outer", A @ A.T).status == CORRECT
+    assert "AᵀA" in str(check("99-outer", A.T @ A))
+    assert check("99-outer", ...).status == NOT_ATTEMPTED
+    assert check("99-outer", "not an array").status == UNREADABLE
