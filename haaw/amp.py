@@ -13,17 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import plugins
+from .engine.dtypes import as_dtype
 
 FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def dtype(name: str):
-    """The NumPy dtype of a format name; bfloat16 and the float8s come from ml_dtypes."""
-    if name in ("float32", "float16", "float64"):
-        return np.dtype(name)
-    import ml_dtypes
-
-    return np.dtype(getattr(ml_dtypes, name))
+    """The NumPy dtype of a format name; bfloat16 and the float8s come from ml_dtypes (engine/dtypes.py)."""
+    return as_dtype(name, "dtype()")
 
 
 def format_table() -> list[dict]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from . import hooks
 from .autograd import topological_order
 from .ops import Op, _free
-from .tensor import Tensor, _wrap, apply, no_grad
+from .modes import no_grad
+from .tensor import Tensor, _wrap, apply
 
 
 class Function:

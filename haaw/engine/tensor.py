@@ -7,56 +7,14 @@ backward, ``_vjp`` calls the operation's vector-Jacobian products for the inputs
 """
 from __future__ import annotations
 
-from contextlib import ContextDecorator, contextmanager
-from contextvars import ContextVar
 import math
 from numbers import Number
 
 import numpy as np
 
-from . import autograd, hooks, plugins
+from . import autograd, checks, dtypes, hooks, plugins
+from .modes import anomaly_detection, grad_enabled
 from .ops import OPS, Context
-
-# The engine's modes: context variables, as its slots are (plugins.py). A block opened in one context (a cell
-# running) reaches nothing running in another (an explorer's callback, another thread), as in PyTorch, whose
-# grad mode is per thread.
-_grad_enabled: ContextVar[bool] = ContextVar("haaw_grad_enabled", default=True)
-_detect_anomaly: ContextVar[bool] = ContextVar("haaw_detect_anomaly", default=False)
-
-
-class no_grad(ContextDecorator):
-    """Run operations without recording them: no graph, nothing saved, no gradient.
-
-    ``with no_grad():``, or on a function as ``@no_grad()`` or ``@no_grad``, as in PyTorch."""
-
-    def __new__(cls, func=None):
-        if func is not None:  # @no_grad without parentheses: func is the decorated function
-            if not callable(func):
-                raise TypeError(f"no_grad() takes no arguments (got {type(func).__name__}); write with no_grad(): ...")
-            return cls()(func)
-        return super().__new__(cls)
-
-    def __init__(self, func=None):
-        self._tokens = []  # a stack: the same decorator may be entered again by a recursive call
-
-    def __enter__(self):
-        self._tokens.append(_grad_enabled.set(False))
-        return self
-
-    def __exit__(self, *exc):
-        _grad_enabled.reset(self._tokens.pop())
-        return False
-
-
-@contextmanager
-def detect_anomaly():
-    """Stop at the first operation whose forward or backward produces nan or inf, and name it."""
-    token = _detect_anomaly.set(True)
-    try:
-        yield
-    finally:
-        _detect_anomaly.reset(token)
-
 
 _FLOAT_RESULT = ("exp", "log", "tanh", "sigmoid", "softmax", "log_softmax")  # on integers: computed in float64
 
@@ -69,9 +27,9 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     if isinstance(op, str):
         op = OPS[op]
     arrays = [t.data for t in inputs]
-    if op.name in _FLOAT_RESULT and not _is_float(arrays[0].dtype):
+    if op.name in _FLOAT_RESULT and not dtypes.is_float(arrays[0].dtype):
         arrays[0] = arrays[0].astype(np.float64)  # PyTorch too computes exp or sigmoid of integers in floats
-    elif op.name == "mean" and not _is_float(arrays[0].dtype):
+    elif op.name == "mean" and not dtypes.is_float(arrays[0].dtype):
         raise TypeError(f"mean() of a {arrays[0].dtype} tensor: a mean needs floating-point numbers, as in PyTorch. "
                         "Convert first: x.to(np.float64).mean(), or use sum() for a count")
     needs = tuple([t.requires_grad for t in inputs])
@@ -79,11 +37,11 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     try:
         out = op.forward(ctx, *arrays, **params)
     except ValueError:  # explain the shapes in the course's words, not NumPy's
-        problem = _shape_error(op.name, arrays)
+        problem = checks.shape_error(op.name, arrays)
         if problem:
             raise ValueError(problem) from None
         raise
-    if _detect_anomaly.get() and _non_finite(out) and not any(_non_finite(a) for a in arrays):
+    if anomaly_detection() and checks.non_finite(out) and not any(checks.non_finite(a) for a in arrays):
         raise FloatingPointError(f"anomaly: the forward of '{op.name}' produced nan or inf from finite inputs "
                                  f"(input shapes {[a.shape for a in arrays]})")
     if type(out) is not np.ndarray:  # NumPy reductions return scalars; a Tensor always holds an array
@@ -91,7 +49,7 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     result = _wrap(out)
     if op.view and np.may_share_memory(out, arrays[0]):
         result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
-    recorded = _grad_enabled.get() and (True in needs or op.always_record)
+    recorded = grad_enabled() and (True in needs or op.always_record)
     if recorded:
         result.requires_grad = True
         result._parents = inputs
@@ -101,81 +59,6 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
     for hook in hooks.on_forward:
         hook(op, ctx if recorded else None, inputs, result)
     return result
-
-
-def _check_versions(node) -> None:
-    """Refuse to run backward if an array this node's operation saved was changed in place since.
-
-    The forward pass noted the version of every input and of the output. A changed version only
-    matters if the operation kept that tensor's array for its backward, so only then is it an error.
-    """
-    ctx = node._ctx
-    tensors = (*node._parents, node)
-    for i, (t, (counter, version)) in enumerate(zip(tensors, ctx.versions)):
-        if counter[0] != version and _saved(ctx, t.data):
-            which = "its output" if t is node else f"input {i} (shape {t.shape})"
-            raise RuntimeError(
-                f"backward of '{ctx.op.name}' needs {which} as it was in the forward pass, but it was "
-                f"modified in place afterwards (version {counter[0]}, saved at version {version}). "
-                f"Use an out-of-place operation (y = x + 1, not x += 1), or copy the tensor first.")
-
-
-def _wrong_shape(op, i, g, parent):
-    raise ValueError(f"the backward of '{op.name}' returned a gradient of shape {np.shape(g)} for its "
-                     f"input {i}, which has shape {parent.data.shape}: a gradient has the shape of "
-                     "what it is the gradient of")
-
-
-def _saved(ctx, array) -> bool:
-    return any(v is array or (type(v) is tuple and any(x is array for x in v)) for v in vars(ctx).values())
-
-
-def _non_finite(array) -> bool:
-    array = np.asarray(array)
-    return array.dtype.kind in "fcV" and not np.all(np.isfinite(array.astype(np.float64, copy=False)))
-
-
-def _shape_error(op: str, arrays) -> str | None:
-    """A learner-readable reason why ``op`` cannot combine these inputs, or None."""
-    shapes = [a.shape for a in arrays]
-    if op == "matmul":
-        a, b = shapes
-        if len(a) < 2 or len(b) < 2:
-            return (f"matmul: {a} @ {b}: both sides need at least 2 dimensions; "
-                    "reshape a vector to (1, n) or (n, 1)")
-        if a[-1] != b[-2]:
-            return f"matmul: {a} @ {b}: inner dimensions {a[-1]} and {b[-2]} differ"
-        try:
-            np.broadcast_shapes(a[:-2], b[:-2])
-        except ValueError:
-            return f"matmul: {a} @ {b}: batch dimensions {a[:-2]} and {b[:-2]} do not broadcast"
-    elif op in ("add", "sub", "mul", "div"):
-        try:
-            np.broadcast_shapes(*shapes)
-        except ValueError:
-            return (f"{op}: shapes {shapes[0]} and {shapes[1]} cannot be broadcast together "
-                    "(matching trailing dimensions must be equal, or one of them 1)")
-    return None
-
-
-_ML_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz"}
-
-
-def _is_float(dtype) -> bool:
-    """float16/32/64, or one of ml_dtypes' formats (bfloat16, float8...), which NumPy sees as 'V'."""
-    return dtype.kind == "f" or dtype.name in _ML_FLOATS
-
-
-def _dtype(name) -> np.dtype:
-    """A NumPy dtype from a dtype or a name; bfloat16 and the float8 formats come from ml_dtypes."""
-    if isinstance(name, str) and name in _ML_FLOATS:
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, name))
-    try:
-        return np.dtype(name)
-    except TypeError:
-        raise TypeError(f"to(): {name!r} is not a number format (try np.float32, np.float16 or 'bfloat16')") from None
 
 
 def _lift(x, like: "Tensor") -> "Tensor":
@@ -188,7 +71,7 @@ def _lift(x, like: "Tensor") -> "Tensor":
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (Number, np.generic)) and not isinstance(x, (bool, np.bool_, complex, np.complexfloating)):
-        if isinstance(x, (float, np.floating)) and not _is_float(like.dtype):
+        if isinstance(x, (float, np.floating)) and not dtypes.is_float(like.dtype):
             return _wrap(np.asarray(x, dtype=np.float64))
         if like.dtype == np.bool_:  # True + 1 is 2, as in PyTorch and NumPy
             return _wrap(np.asarray(x, dtype=np.int64))
@@ -204,43 +87,6 @@ def _wrap(array: np.ndarray) -> "Tensor":
     t.data, t.grad, t.requires_grad, t.label = array, None, False, ""
     t._parents, t._ctx, t._vc = (), None, [0]
     return t
-
-
-def _dims(t: "Tensor", dim, axis, what: str):
-    """``dim`` (or NumPy's ``axis``) as a sorted tuple of non-negative axes; None means all."""
-    if axis is not None:
-        if dim is not None:
-            raise TypeError(f"{what}: pass dim= or axis=, not both (they are the same thing)")
-        dim = axis
-    if dim is None:
-        return None
-    if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
-        dims = (dim,)
-    elif isinstance(dim, (tuple, list)):
-        dims = tuple(dim)
-        if not dims:  # dim=() reduces over every axis, as in PyTorch
-            return None
-    else:
-        raise TypeError(f"{what}: dim must be an integer or a tuple of integers, got {type(dim).__name__} {dim!r}")
-    n = max(t.ndim, 1)  # like PyTorch, a 0-d tensor accepts dim 0 and -1
-    for d in dims:
-        if not isinstance(d, (int, np.integer)) or not -n <= d < n:
-            raise IndexError(f"{what}: dim {d!r} is out of range for a tensor of shape {t.shape} "
-                             f"(expected an integer from {-n} to {n - 1})")
-    normal = tuple(sorted({int(d) % n for d in dims}))
-    if len(normal) != len(dims):
-        raise ValueError(f"{what}: dim {dim} names the same axis twice")
-    return normal if t.ndim else None
-
-
-def _numpy_extras(what: str, dtype, out) -> None:
-    """np.sum(t), np.mean(t) and np.max(t) call t.sum(axis=..., dtype=None, out=None): accept them unused."""
-    if dtype is not None or out is not None:
-        raise TypeError(f"{what}: haaw takes no dtype= or out= (convert with .to(dtype) first)")
-
-
-def _keep(keepdim, keepdims) -> bool:
-    return bool(keepdim if keepdims is None else keepdims)
 
 
 _UFUNCS = {"add": "__add__", "subtract": "__sub__", "multiply": "__mul__", "divide": "__truediv__",
@@ -263,9 +109,10 @@ class Tensor:
             array = np.array(data, dtype=dtype)
         except (TypeError, ValueError) as err:
             raise TypeError(f"Tensor needs numbers in a regular shape; got {type(data).__name__}: {err}") from None
-        if array.dtype.kind not in "biuf" and not _is_float(array.dtype):
-            raise TypeError(f"Tensor holds numbers; got an array of dtype {array.dtype}")
-        if requires_grad and not _is_float(array.dtype):
+        problem = checks.number_format_error(array.dtype)
+        if problem:
+            raise TypeError(problem)
+        if requires_grad and not dtypes.is_float(array.dtype):
             raise TypeError(f"only floating-point tensors can require gradients; this one is {array.dtype} "
                             "(make it from floats, or pass dtype=np.float64)")
         self.data = array
@@ -289,7 +136,7 @@ class Tensor:
         ctx = self._ctx
         for counter, version in ctx.versions:
             if counter[0] != version:
-                _check_versions(self)
+                checks.versions_unchanged(self)
                 break
         op = ctx.op
         yours = plugins.override(op.slot) if op.slot else None  # your backward for it (haaw.use), if in use
@@ -301,8 +148,8 @@ class Tensor:
             grads = _all_grads(op, ctx, upstream)
         for parent, g in zip(self._parents, grads):
             if g is not None and g.shape != parent.data.shape:
-                _wrong_shape(op, self._parents.index(parent), g, parent)
-        if _detect_anomaly.get() and not _non_finite(upstream) and any(g is not None and _non_finite(g) for g in grads):
+                checks.wrong_shape(op, self._parents.index(parent), g, parent)
+        if anomaly_detection() and not checks.non_finite(upstream) and any(g is not None and checks.non_finite(g) for g in grads):
             raise FloatingPointError(f"anomaly: the backward of '{op.name}' produced nan or inf "
                                      f"from a finite upstream gradient")
         for hook in hooks.on_backward:
@@ -362,7 +209,7 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Start (or stop) recording operations on this leaf tensor; returns it."""
-        if requires_grad and not _is_float(self.dtype):
+        if requires_grad and not dtypes.is_float(self.dtype):
             raise TypeError(f"only floating-point tensors can require gradients; this one is {self.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
@@ -412,7 +259,7 @@ class Tensor:
     def __pow__(self, exponent):
         if not isinstance(exponent, (Number, np.generic)) or isinstance(exponent, (bool, complex)):
             raise TypeError(f"Tensor ** exponent: the exponent must be a plain number, got {type(exponent).__name__}")
-        if isinstance(exponent, (float, np.floating)) and not _is_float(self.dtype):
+        if isinstance(exponent, (float, np.floating)) and not dtypes.is_float(self.dtype):
             return (self * 1.0) ** exponent  # an integer tensor to a fractional power: in floats, like PyTorch
         return apply("pow", self, exponent=exponent)
 
@@ -420,7 +267,7 @@ class Tensor:
         """``base ** x`` for a positive number ``base``: exp(x · ln base), so the gradient is base^x · ln base."""
         if not isinstance(base, (Number, np.generic)) or isinstance(base, (bool, complex)) or not base > 0:
             raise TypeError(f"number ** Tensor: haaw takes a positive number as the base, got {base!r}")
-        if not _is_float(self.dtype):
+        if not dtypes.is_float(self.dtype):
             return _wrap(np.power(base, self.data))  # integers: no gradient, the exact powers
         return (self * math.log(base)).exp()
 
@@ -436,10 +283,10 @@ class Tensor:
     # --- in-place changes: allowed where no gradient is being recorded, and versioned -----------
     def _in_place(self, name: str, instead: str, value, change) -> "Tensor":
         """``change(self.data, value's array)``, if no gradient can be lost by it; bumps the version."""
-        if self.requires_grad and _grad_enabled.get():
+        if self.requires_grad and grad_enabled():
             raise RuntimeError(f"{name}: in-place change of a tensor that requires a gradient; backward may "
                                f"need its old value. Write {instead} instead (or use no_grad() for an update).")
-        if isinstance(value, Tensor) and value.requires_grad and _grad_enabled.get():
+        if isinstance(value, Tensor) and value.requires_grad and grad_enabled():
             # PyTorch records such a write; haaw records no in-place operation, so the gradient would be lost
             raise RuntimeError(f"{name}: the value written requires a gradient, and haaw does not record in-place "
                                f"writes, so its gradient would be lost. Write {instead} instead (or write "
@@ -481,32 +328,29 @@ class Tensor:
         return apply("sigmoid", self)
 
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
-        _numpy_extras("sum", dtype, out)
-        return apply("sum", self, dim=_dims(self, dim, axis, "sum"), keepdim=_keep(keepdim, keepdims))
+        checks.numpy_extras("sum", dtype, out)
+        return apply("sum", self, dim=checks.dims(self, dim, axis, "sum"), keepdim=checks.keep(keepdim, keepdims))
 
     def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
-        _numpy_extras("mean", dtype, out)
-        return apply("mean", self, dim=_dims(self, dim, axis, "mean"), keepdim=_keep(keepdim, keepdims))
+        checks.numpy_extras("mean", dtype, out)
+        return apply("mean", self, dim=checks.dims(self, dim, axis, "mean"), keepdim=checks.keep(keepdim, keepdims))
 
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
         """The largest entries (values only: PyTorch's ``max(dim)`` also returns their indices)."""
-        _numpy_extras("max", dtype, out)
-        return apply("max", self, dim=_dims(self, dim, axis, "max"), keepdim=_keep(keepdim, keepdims))
+        checks.numpy_extras("max", dtype, out)
+        return apply("max", self, dim=checks.dims(self, dim, axis, "max"), keepdim=checks.keep(keepdim, keepdims))
 
     def softmax(self, dim=-1, *, axis=None):
-        return apply("softmax", self, dim=_one_dim(self, dim, axis, "softmax"))
+        return apply("softmax", self, dim=checks.one_dim(self, dim, axis, "softmax"))
 
     def log_softmax(self, dim=-1, *, axis=None):
-        return apply("log_softmax", self, dim=_one_dim(self, dim, axis, "log_softmax"))
+        return apply("log_softmax", self, dim=checks.one_dim(self, dim, axis, "log_softmax"))
 
     # --- shapes ------------------------------------------------------------------------------
     def reshape(self, *shape):
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        try:
-            np.empty(self.data.shape).reshape(shape)
-        except (TypeError, ValueError):
-            raise ValueError(f"reshape: cannot reshape {self.data.shape} ({self.data.size} numbers) "
-                             f"into {shape}") from None
+        if checks.reshape_error(self.data.shape, shape):
+            raise ValueError(f"reshape: cannot reshape {self.data.shape} ({self.data.size} numbers) into {shape}")
         return apply("reshape", self, shape=shape)
 
     view = reshape  # PyTorch's view never copies; haaw's reshape copies only where NumPy must
@@ -514,18 +358,13 @@ class Tensor:
     def permute(self, *dims):
         """Reorder all the axes: output axis i is input axis ``dims[i]``."""
         dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-        n = self.ndim
-        if len(dims) != n or sorted(d % n if isinstance(d, (int, np.integer)) and -n <= d < n else -1
-                                    for d in dims) != list(range(n)):  # -1: not an axis
-            raise ValueError(f"permute{dims}: a tensor of shape {self.shape} needs each of its {n} axes "
-                             f"exactly once (numbers from {-n} to {n - 1})")
-        return apply("permute", self, dims=tuple(int(d) % n for d in dims))
+        return apply("permute", self, dims=checks.permutation(dims, self.ndim, self.shape))
 
     def transpose(self, dim0: int, dim1: int):
         """Swap two axes (PyTorch's meaning; NumPy's ``transpose(axes)`` is ``permute`` here)."""
         dims = list(range(self.ndim))
         if self.ndim:
-            (a,), (b,) = _dims(self, dim0, None, "transpose"), _dims(self, dim1, None, "transpose")
+            (a,), (b,) = checks.dims(self, dim0, None, "transpose"), checks.dims(self, dim1, None, "transpose")
             dims[a], dims[b] = dims[b], dims[a]
         return self.permute(dims)
 
@@ -549,7 +388,7 @@ class Tensor:
     def to(self, dtype):
         """The same numbers in another format (``np.float16``, ``"bfloat16"``, ...); the gradient flows back
         converted to this tensor's format, as with PyTorch's ``.to(dtype)``."""
-        dtype = _dtype(dtype)
+        dtype = dtypes.as_dtype(dtype)
         return self if dtype == self.dtype else apply("cast", self, dtype=dtype)
 
     def float(self):
@@ -616,16 +455,8 @@ class Tensor:
 
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
     if a.ndim < 2 or b.ndim < 2:  # NumPy would accept vectors and quietly change the shapes
-        raise ValueError(_shape_error("matmul", [a.data, b.data]))
+        raise ValueError(checks.shape_error("matmul", [a.data, b.data]))
     return apply("matmul", a, b)
-
-
-def _one_dim(t, dim, axis, what) -> int:
-    given = dim if axis is None else axis
-    if isinstance(given, (tuple, list)):
-        raise TypeError(f"{what}: dim must be one integer (it works along one axis), got {given!r}")
-    dims = _dims(t, dim if axis is None else None, axis, what)
-    return -1 if dims is None else dims[0]
 
 
 def _all_grads(op, ctx, upstream, vjp=None) -> list:
@@ -658,7 +489,9 @@ def from_numpy(array: np.ndarray) -> Tensor:
     """
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a NumPy array, got {type(array).__name__}")
-    Tensor(array[:0] if array.ndim else array.reshape(1)[:0])  # same dtype checks as Tensor()
+    problem = checks.number_format_error(array.dtype)
+    if problem:
+        raise TypeError(problem)
     return _wrap(array)
 
 
@@ -672,7 +505,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
     shapes = [t.shape for t in tensors]
     if len({len(s) for s in shapes}) != 1 or not shapes[0]:
         raise ValueError(f"cat: shapes {shapes} must all have the same number of dimensions (at least 1)")
-    (d,) = _dims(tensors[0], dim, None, "cat")
+    (d,) = checks.dims(tensors[0], dim, None, "cat")
     if len({s[:d] + s[d + 1:] for s in shapes}) != 1:
         raise ValueError(f"cat along dim {dim}: shapes {shapes} must match in every other dimension")
     return apply("cat", *tensors, dim=d)

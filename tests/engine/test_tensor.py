@@ -399,3 +399,20 @@ def test_targets_changed_after_the_forward_pass_do_not_change_cross_entropy_s_gr
     targets[:] = 1
     loss.backward()
     np.testing.assert_allclose(logits.grad, [[-1 / 3, 1 / 6, 1 / 6], [1 / 6, 1 / 6, -1 / 3]], rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape, to", [
+    ((2, 3), (3, 2)), ((2, 3), (6,)), ((2, 3), (-1,)), ((2, 3), (4, -1)), ((2, 3), (-1, -1)), ((2, 3), (7,)),
+    ((0, 3), (0, -1)), ((0, 3), (3, 0)), ((), (1, 1)), ((), ()), ((4,), (2, -2)), ((4,), (2.0, 2)),
+])
+def test_the_engine_s_reshape_rule_is_numpy_s(shape, to):
+    """checks.reshape_error states NumPy's rule instead of trying it on an array; NumPy is the oracle, except
+    that a negative entry other than -1, which NumPy reads as -1, is refused, as PyTorch refuses it."""
+    from haaw.engine import checks
+
+    try:
+        np.empty(shape).reshape(to)
+        fits = not any(isinstance(n, int) and n < -1 for n in to)
+    except (TypeError, ValueError):
+        fits = False
+    assert (checks.reshape_error(shape, to) is None) == fits

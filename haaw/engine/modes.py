@@ -1,0 +1,55 @@
+"""The engine's modes: whether operations are recorded (``no_grad``) and whether every operation is watched for
+nan and inf (``detect_anomaly``). Context variables, as the slots of ``plugins`` are: a block opened in one
+context (a running cell) reaches nothing running in another (an explorer's callback, another thread), as in
+PyTorch, whose grad mode is per thread."""
+from __future__ import annotations
+
+from contextlib import ContextDecorator, contextmanager
+from contextvars import ContextVar
+
+_grad_enabled: ContextVar[bool] = ContextVar("haaw_grad_enabled", default=True)
+_detect_anomaly: ContextVar[bool] = ContextVar("haaw_detect_anomaly", default=False)
+
+
+class no_grad(ContextDecorator):
+    """Run operations without recording them: no graph, nothing saved, no gradient.
+
+    ``with no_grad():``, or on a function as ``@no_grad()`` or ``@no_grad``, as in PyTorch."""
+
+    def __new__(cls, func=None):
+        if func is not None:  # @no_grad without parentheses: func is the decorated function
+            if not callable(func):
+                raise TypeError(f"no_grad() takes no arguments (got {type(func).__name__}); write with no_grad(): ...")
+            return cls()(func)
+        return super().__new__(cls)
+
+    def __init__(self, func=None):
+        self._tokens = []  # a stack: the same decorator may be entered again by a recursive call
+
+    def __enter__(self):
+        self._tokens.append(_grad_enabled.set(False))
+        return self
+
+    def __exit__(self, *exc):
+        _grad_enabled.reset(self._tokens.pop())
+        return False
+
+
+@contextmanager
+def detect_anomaly():
+    """Stop at the first operation whose forward or backward produces nan or inf, and name it."""
+    token = _detect_anomaly.set(True)
+    try:
+        yield
+    finally:
+        _detect_anomaly.reset(token)
+
+
+def grad_enabled() -> bool:
+    """Are operations recorded right now (outside every ``no_grad`` block)?"""
+    return _grad_enabled.get()
+
+
+def anomaly_detection() -> bool:
+    """Is every operation's forward and backward watched for nan and inf right now?"""
+    return _detect_anomaly.get()
