@@ -46,7 +46,8 @@ def softmax_backward_in_place(s, G):
 
 
 def attention_scaled_by_the_values(Q, K, V, mask, G):
-    source = inspect.getsource(REGISTRY["05-attention-backward"].reference)
+    source = REGISTRY["05-attention-backward"].solution  # the solution learners see, with 1/√d_v for 1/√d_k
+    assert "scale = Q.shape[-1] ** -0.5" in source
     namespace = {"np": np}
     exec(source.replace("scale = Q.shape[-1] ** -0.5", "scale = V.shape[-1] ** -0.5"), namespace)
     return namespace["attention_backward"](Q, K, V, mask, G)

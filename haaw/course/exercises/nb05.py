@@ -121,6 +121,7 @@ register(CodeExercise(
 ))
 
 
+ATTENTION_SOLUTION = '''\
 def attention_backward(Q, K, V, mask, G):
     """O = softmax(Q Kᵀ / √d, masked) V. Given G = dL/dO, return dL/dQ, dL/dK, dL/dV.
 
@@ -140,6 +141,31 @@ def attention_backward(Q, K, V, mask, G):
     dQ = dS @ K * scale                                          # S = Q Kᵀ / √d
     dK = np.swapaxes(dS, -1, -2) @ Q * scale
     return dQ, dK, dV
+'''
+
+
+def attention_backward(Q, K, V, mask, G, *, scale=True, dv_transposed=False, dk_transposed=False, mask_used=True):
+    """The reference: O = softmax(Q Kᵀ / √d, masked) V; given G = dL/dO, dL/dQ, dL/dK, dL/dV (the learner sees
+    ATTENTION_SOLUTION). Each keyword, changed from its default, makes one mistake of the checker's table."""
+    one_over_root_d = Q.shape[-1] ** -0.5  # a Python float: float32 inputs stay float32
+    S = Q @ np.swapaxes(K, -1, -2) * one_over_root_d
+    if mask is not None and mask_used:
+        S = np.where(mask, S, -np.inf)
+    top = np.max(S, axis=-1, keepdims=True)
+    E = np.exp(S - np.where(np.isfinite(top), top, 0))          # a fully masked row: all zeros
+    total = E.sum(axis=-1, keepdims=True)
+    P = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+    dV = (P if dv_transposed else np.swapaxes(P, -1, -2)) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    k = one_over_root_d if scale else 1.0
+    dQ = dS @ K * k
+    dK = (dS if dk_transposed else np.swapaxes(dS, -1, -2)) @ Q * k
+    return dQ, dK, dV
+
+
+def _attention_variant(**mistake):
+    return lambda Q, K, V, mask, G: attention_backward(Q, K, V, mask, G, **mistake)
 
 
 def _attention_cases():
@@ -160,26 +186,6 @@ def _attention_cases():
                  note="queries and keys differ in number, and values in width: 1/√d_k comes from the keys' width")]
 
 
-def _attention_variant(scale=True, dv_transposed=False, dk_transposed=False, mask_used=True):
-    def wrong(Q, K, V, mask, G):
-        one_over_root_d = Q.shape[-1] ** -0.5
-        S = Q @ np.swapaxes(K, -1, -2) * one_over_root_d
-        if mask is not None and mask_used:
-            S = np.where(mask, S, -np.inf)
-        top = np.max(S, axis=-1, keepdims=True)
-        E = np.exp(S - np.where(np.isfinite(top), top, 0))
-        total = E.sum(axis=-1, keepdims=True)
-        P = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
-        dV = (P if dv_transposed else np.swapaxes(P, -1, -2)) @ G
-        dP = G @ np.swapaxes(V, -1, -2)
-        dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
-        k = one_over_root_d if scale else 1.0
-        dQ = dS @ K * k
-        dK = (dS if dk_transposed else np.swapaxes(dS, -1, -2)) @ Q * k
-        return dQ, dK, dV
-    return wrong
-
-
 register(CodeExercise(
     key="05-attention-backward",
     question="Write attention's backward: O = P V with P = softmax(S) row by row and S = Q Kᵀ / √d_k, where masked "
@@ -187,6 +193,7 @@ register(CodeExercise(
              "(dL/dQ, dL/dK, dL/dV). Arrays may have leading batch and head axes.",
     signature="attention_backward(Q, K, V, mask, G) -> (dQ, dK, dV)",
     reference=attention_backward,
+    solution_code=ATTENTION_SOLUTION,
     cases=_attention_cases,
     outputs=("dQ", "dK", "dV"),
     slot="attention",

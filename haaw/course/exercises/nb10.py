@@ -50,6 +50,7 @@ from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 from .nb07 import torch_reference  # noqa: E402
 
 
+ADAM_SOLUTION = '''\
 def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
     """One Adam step for a parameter p with gradient g; m and v are its running means, t counts steps from 1.
     Return the new p, m and v."""
@@ -58,6 +59,22 @@ def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
     m_hat = m / (1 - beta1**t)               # both started at 0: undo that pull towards 0
     v_hat = v / (1 - beta2**t)
     return p - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+'''
+
+
+def adam_step(p, g, m, v, t, lr, beta1, beta2, eps, *, correct=True, absolute=False, eps_inside=False, carry=True):
+    """The reference Adam step (the learner sees ADAM_SOLUTION). Each keyword, changed from its default, makes one
+    mistake of the checker's table."""
+    m2 = beta1 * m + (1 - beta1) * g
+    v2 = beta2 * v + (1 - beta2) * (np.abs(g) if absolute else g * g)
+    m_hat = m2 / (1 - beta1**t) if correct else m2
+    v_hat = v2 / (1 - beta2**t) if correct else v2
+    step = m_hat / (np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps)
+    return p - lr * step, (m2 if carry else m), (v2 if carry else v)
+
+
+def _adam_variant(**mistake):
+    return lambda p, g, m, v, t, lr, beta1, beta2, eps: adam_step(p, g, m, v, t, lr, beta1, beta2, eps, **mistake)
 
 
 def _run_adam(fn, run):
@@ -73,17 +90,6 @@ def _run_adam(fn, run):
     return np.stack(path)
 
 
-def _adam_variant(correct=True, absolute=False, eps_inside=False, carry=True):
-    def wrong(p, g, m, v, t, lr, beta1, beta2, eps):
-        m2 = beta1 * m + (1 - beta1) * g
-        v2 = beta2 * v + (1 - beta2) * (np.abs(g) if absolute else g * g)
-        m_hat = m2 / (1 - beta1**t) if correct else m2
-        v_hat = v2 / (1 - beta2**t) if correct else v2
-        step = m_hat / (np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps)
-        return p - lr * step, (m2 if carry else m), (v2 if carry else v)
-    return wrong
-
-
 register(CodeExercise(
     key="10-adam-step",
     question="Write one Adam step: update the running means m (of g) and v (of g²) with beta1 and beta2, correct both "
@@ -91,6 +97,7 @@ register(CodeExercise(
              "p, m, v.",
     signature="adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (p, m, v)",
     reference=adam_step,
+    solution_code=ADAM_SOLUTION,
     cases=lambda: [Case(f"torch.optim.Adam, step by step: {run['label']}", (run,)) for run in torch_reference()["adam"]],
     expected=lambda case: np.array(case.args[0]["params"]),
     outputs=("the parameters after each step",),
