@@ -75,7 +75,7 @@ def test_no_two_modules_of_haaw_import_each_other_in_a_circle():
 
 
 def test_instruments_and_the_course_read_a_node_through_the_engine_s_accessors_only():
-    """autograd.parents, operation, context, is_node and tensor.changed_in_place: the engine may rename what it
+    """graph.parents, operation, context, is_node and tensor.changed_in_place: the engine may rename what it
     keeps without breaking the tools. The scalar engine's ``_local`` is the exception the course teaches by name
     (notebook 02's learner reads ``node._parents`` and ``node._local`` to write backward)."""
     private = re.compile(r"\.(_parents|_ctx|_op|_vc)\b|hasattr\([^)]*\"_parents\"")

@@ -131,7 +131,8 @@ def plot_block_gradients(root, named: dict, ax=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
-    from ..engine.autograd import parents, topological_order
+    from ..engine.autograd import topological_order
+    from ..engine.graph import parents
     from ..tools.condense import condense
 
     summary = condense(root, {id(t): (label, label) for label, t in named.items()})

@@ -32,28 +32,6 @@ class Node(Protocol):
         ...
 
 
-# --- what instruments may read of a node (the tools draw, step through, count and measure graphs) ---------
-def is_node(x) -> bool:
-    """True for a haaw Value or Tensor (anything the backward algorithm can walk), False for anything else."""
-    return isinstance(x, Node)
-
-
-def parents(node) -> tuple:
-    """The nodes ``node`` was computed from, in argument order (empty for a leaf)."""
-    return tuple(node._parents)
-
-
-def operation(node) -> str:
-    """The name of the operation that computed ``node`` ("" for a leaf): "*", "**2", "matmul", ..."""
-    return node._op
-
-
-def context(node):
-    """What the operation that computed a Tensor saved for backward (its ``ctx``: ``ctx.op`` is the operation),
-    or None for a leaf or a Value."""
-    return getattr(node, "_ctx", None)
-
-
 def topological_order(root: Node) -> list:
     """Every node ``root`` depends on, each after all of its parents (``root`` last).
 

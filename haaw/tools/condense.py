@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.autograd import parents, topological_order
+from ..engine.autograd import topological_order
+from ..engine.graph import parents
 
 
 class Summary:

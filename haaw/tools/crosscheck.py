@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from ..engine.autograd import is_node
+from ..engine.graph import is_node
 
 SKIP_NOTE = "PyTorch is not installed, so this cross-check is skipped (the course works without it)."
 

@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass
 from itertools import accumulate
 
-from ..engine.autograd import operation, parents, topological_order
+from ..engine.autograd import topological_order
+from ..engine.graph import operation, parents
 
 FONT, LINE, PAD = 12, 15, 6  # font size, line height and padding inside a value box (px)
 CHAR = 0.62  # mean width of a sans-serif character in em: there are no font metrics here

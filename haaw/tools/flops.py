@@ -10,7 +10,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from ..engine import hooks
-from ..engine.autograd import context, parents
+from ..engine.graph import context, parents
 
 
 class FlopCounter:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..engine import hooks
-from ..engine.autograd import context, parents
+from ..engine.graph import context, parents
 
 
 def _arrays(saved, leaves=frozenset()) -> list:

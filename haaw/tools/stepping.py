@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.autograd import backward, operation, parents, topological_order
+from ..engine.autograd import backward, topological_order
+from ..engine.graph import operation, parents
 
 CURRENT, RECEIVING = "#f6b26b", "#b6d7a8"
 

@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from ...engine.autograd import is_node
+from ...engine.graph import is_node
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback
 
 TIME_LIMIT = 5.0  # seconds for all the cases of one check; past it the code is called too slow

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.autograd import is_node
+from ...engine.graph import is_node
 from .progress import record
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback, register  # noqa: F401
 from .registry import _lookup, _unknown, solutions_allowed

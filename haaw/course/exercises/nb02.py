@@ -62,6 +62,7 @@ from ...engine import Value  # noqa: E402
 from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
+BACKWARD_SOLUTION = '''\
 def backward(root):
     """Fill .grad of every node that ``root`` depends on with d(root)/d(node)."""
     order, visited, stack = [], set(), [(root, False)]
@@ -77,6 +78,33 @@ def backward(root):
     for node in reversed(order):  # root first, each node after everything that uses it
         for parent, local in zip(node._parents, node._local):
             parent.grad += node.grad * local  # += : a node used twice receives both contributions
+'''
+
+
+def backward(root, *, reverse=True, accumulate=True, seed=True, mark="popped"):
+    """The reference backward (the learner sees BACKWARD_SOLUTION). Each keyword, changed from its default, makes
+    one mistake of the checker's table: walking the order forwards, `=` for `+=`, no seed, and ``mark``, when a
+    node counts as visited: "popped" (right: as it comes off the stack), "pushed" (too early: as it goes on), or
+    None (never: no visited set, so a node reached along two paths is placed twice)."""
+    order, visited, stack = [], {id(root)} if mark == "pushed" else set(), [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+        elif mark != "popped" or id(node) not in visited:
+            if mark == "popped":
+                visited.add(id(node))
+            stack.append((node, True))
+            for parent in node._parents:
+                if mark == "pushed":
+                    if id(parent) in visited:
+                        continue
+                    visited.add(id(parent))
+                stack.append((parent, False))
+    root.grad = 1.0 if seed else 0.0
+    for node in reversed(order) if reverse else order:
+        for parent, local in zip(node._parents, node._local):
+            parent.grad = parent.grad + node.grad * local if accumulate else node.grad * local
 
 
 def _chain():
@@ -186,6 +214,7 @@ register(CodeExercise(
              "local derivatives node._local, in the same order; every grad starts at 0.",
     signature="backward(root) -> None (fills .grad)",
     reference=backward,
+    solution_code=BACKWARD_SOLUTION,
     cases=lambda: [Case("hand-checkable: the chain L = (w·x)², grads of w, x, y", (_chain,)),
                    Case("a diamond: a feeds b and c, both feed the output; grads of a, b, c", (_diamond,)),
                    Case("fan-out: x used three times; grad of x", (_fan_out,)),
@@ -213,13 +242,13 @@ register(CodeExercise(
                 "it in the order: walk it from the end (reversed). If you do walk it reversed, the order itself is "
                 "backwards: a node must be appended after its parents (push (node, True) before its parents, so that "
                 "it comes off the stack after them).",
-                lambda root: _variant(root, reverse=False)),
+                lambda root: backward(root, reverse=False)),
         Mistake("`=` instead of `+=`",
                 "a node used twice must receive both contributions; `parent.grad = ...` keeps only the last one.",
-                lambda root: _variant(root, accumulate=False)),
+                lambda root: backward(root, accumulate=False)),
         Mistake("no seed",
                 "backward starts from dL/dL = 1 at the root; without root.grad = 1 every product is 0.",
-                lambda root: _variant(root, seed=False),
+                lambda root: backward(root, seed=False),
                 premise=lambda fn, build: _root_grad_after(fn, build) != 1.0),
         Mistake("passing a gradient on before it is complete",
                 "sending node.grad down to the parents as soon as a node is reached, before every node that uses "
@@ -231,13 +260,13 @@ register(CodeExercise(
                 "before it is popped; a node that uses it can then be appended before it, and the reversed order "
                 "passes its gradient on before it is complete. Mark a node visited when it comes off the stack "
                 "(the first time), and push its parents then.",
-                lambda root: _variant(root, mark="pushed")),
+                lambda root: backward(root, mark="pushed")),
         Mistake("no visited set: a node placed twice",
                 "without a set of the nodes already seen, a node reached along two paths is walked and appended "
                 "twice; walking the order backwards, it then passes its gradient on twice, the first time before it "
                 "is complete. Keep a set of visited ids: the first time a node comes off the stack, add its id and "
                 "push its parents; every later time, skip it.",
-                lambda root: _variant(root, mark=None)),
+                lambda root: backward(root, mark=None)),
     ],
     hints=("Two phases. First the order: a depth-first walk that appends a node after its parents, with a list as "
            "the stack and a set of visited ids. Then the pass: root.grad = 1, and for each node in reversed(order), "
@@ -258,26 +287,3 @@ def _push_every_path(root):
     push(root)
 
 
-def _variant(root, reverse=True, accumulate=True, seed=True, mark="popped"):
-    """The reference backward with one thing done wrong, for the mistake table. ``mark`` is when a node
-    counts as visited: "popped" (right: as it comes off the stack), "pushed" (too early: as it goes on), or
-    None (never: no visited set, so a node reached along two paths is placed twice)."""
-    order, visited, stack = [], {id(root)} if mark == "pushed" else set(), [(root, False)]
-    while stack:
-        node, parents_done = stack.pop()
-        if parents_done:
-            order.append(node)
-        elif mark != "popped" or id(node) not in visited:
-            if mark == "popped":
-                visited.add(id(node))
-            stack.append((node, True))
-            for parent in node._parents:
-                if mark == "pushed":
-                    if id(parent) in visited:
-                        continue
-                    visited.add(id(parent))
-                stack.append((parent, False))
-    root.grad = 1.0 if seed else 0.0
-    for node in reversed(order) if reverse else order:
-        for parent, local in zip(node._parents, node._local):
-            parent.grad = parent.grad + node.grad * local if accumulate else node.grad * local

@@ -7,6 +7,7 @@ from .core import ArrayExercise, NumberExercise, register
 X = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [2.0, 0.0, 1.0], [1.0, -1.0, 1.0]])
 W = np.array([[1.0, 0.0], [2.0, -1.0], [0.0, 1.0]])
 G = np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, 1.0], [1.0, 1.0]])  # dL/dY, as backward hands it over
+DATA = {"X": X, "W": W, "G": G}  # the notebook hands these to the learner
 
 register(ArrayExercise(
     key="03-dW",

@@ -111,9 +111,13 @@ def buggy_loss(losses, mask):
     return per_sequence.mean()
 
 
-def per_token_loss(losses, mask):
+FIXED_LOSS_SOLUTION = '''\
+def fixed_loss(losses, mask):
     """The mean loss per real token: the mask removes the padding *before* the reduction."""
     return (losses * mask).sum() / float(mask.sum())
+'''
+
+per_token_loss = props.masked_mean  # the reference: the course's masked mean
 
 
 def _run_step(reduce, lengths, pad_to, seed):
@@ -146,6 +150,7 @@ register(CodeExercise(
              "and the gradient equal the reference's.",
     signature="fixed_loss(losses, mask) -> loss (a Tensor holding one number)",
     reference=per_token_loss,
+    solution_code=FIXED_LOSS_SOLUTION,
     cases=lambda: [Case("the batch above: lengths 6, 3, 5, 2", ((6, 3, 5, 2), None, 0)),
                    Case("three more padded positions per row", ((6, 3, 5, 2), 9, 0)),
                    Case("another batch: lengths 1, 7, 4", ((1, 7, 4), None, 1)),

@@ -54,9 +54,11 @@ register(NumberExercise(
 import numpy as np  # noqa: E402
 
 from .. import nb08  # noqa: E402
+from ..nb09 import Ring, ring  # noqa: E402
 from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
+RING_SOLUTION = '''\
 def ring_all_reduce(buffers, send):
     """Each of the N workers holds one buffer (a 1-D array, all of the same length). Return what every worker
     holds afterwards, the sum of all N buffers, computed by passing chunks around the ring with ``send``:
@@ -74,13 +76,14 @@ def ring_all_reduce(buffers, send):
         for i in range(n):
             chunks[i][(i - step) % n] = received[i]                 # replace: it is finished
     return [np.concatenate(c) for c in chunks]
+'''
+
+ring_all_reduce = ring  # the reference: the course's ring, with its default (right) keyword arguments
 
 
 def _run_ring(fn, buffers):
-    from ..nb09 import Ring
-
-    ring = Ring(len(buffers), length=len(buffers[0]))
-    result = fn([b.copy() for b in buffers], ring)
+    wires = Ring(len(buffers), length=len(buffers[0]))
+    result = fn([b.copy() for b in buffers], wires)
     if not isinstance(result, (list, tuple)) or len(result) != len(buffers):
         raise LearnerError(f"return a list with one array per worker ({len(buffers)}); got {type(result).__name__}"
                            + (f" of length {len(result)}" if isinstance(result, (list, tuple)) else ""))
@@ -88,16 +91,14 @@ def _run_ring(fn, buffers):
     if shapes != {buffers[0].shape}:
         raise LearnerError(f"every worker must end with a whole buffer of shape {buffers[0].shape}; got {sorted(shapes)}")
     results = np.stack([np.asarray(r, dtype=np.float64) for r in result])
-    if ring.steps and len(buffers) > 1:
+    if wires.steps and len(buffers) > 1:
         _uses_what_it_receives(fn, buffers, results)
-    return results, np.array([ring.steps, ring.numbers_sent])
+    return results, np.array([wires.steps, wires.numbers_sent])
 
 
 def _uses_what_it_receives(fn, buffers, results):
     """A worker may use only its own buffer and what reaches it through send: run again with every message
     changed on the wire; a worker whose result does not change did not use what it received."""
-    from ..nb09 import Ring
-
     honest = Ring(len(buffers), length=len(buffers[0]))
 
     def tampered(outgoing):
@@ -123,21 +124,8 @@ def _ring_cases():
             Case("5 workers, length 1000", ([rng.standard_normal(1000) for _ in range(5)],))]
 
 
-def _ring_variant(steps=None, gather=True, average=False):
-    def wrong(buffers, send):
-        n = len(buffers)
-        chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
-        for step in range(n - 1 if steps is None else steps(n)):
-            received = send([chunks[i][(i - step) % n] for i in range(n)])
-            for i in range(n):
-                chunks[i][(i - 1 - step) % n] += received[i]
-        if gather:
-            for step in range(n - 1):
-                received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
-                for i in range(n):
-                    chunks[i][(i - step) % n] = received[i]
-        return [np.concatenate(c) / (n if average else 1) for c in chunks]
-    return wrong
+def _ring_variant(**mistake):
+    return lambda buffers, send: ring(buffers, send, **mistake)
 
 
 def _no_ring(buffers, send):
@@ -147,13 +135,14 @@ def _no_ring(buffers, send):
 
 register(CodeExercise(
     key="09-ring-all-reduce",
-    forbidden=(("haaw.course.nb09", "ring_all_reduce"),),
+    forbidden=(("haaw.course.nb09", "ring_all_reduce"), ("haaw.course.nb09", "ring")),
     question="Write a ring all-reduce: split each worker's buffer into N chunks; reduce-scatter (N − 1 steps: every "
              "worker sends one chunk to its right-hand neighbour, which adds it to its own), then all-gather "
              "(N − 1 steps: pass the finished chunks on). Every chunk travels through send. Return every worker's "
              "buffer: the sum of all N.",
     signature="ring_all_reduce(buffers, send) -> list of N arrays, each the sum",
     reference=ring_all_reduce,
+    solution_code=RING_SOLUTION,
     cases=_ring_cases,
     outputs=("every worker's result", "the ring's count [steps, numbers sent]"),
     run=_run_ring,

@@ -66,11 +66,11 @@ def adam_step(p, g, m, v, t, lr, beta1, beta2, eps, *, correct=True, absolute=Fa
     """The reference Adam step (the learner sees ADAM_SOLUTION). Each keyword, changed from its default, makes one
     mistake of the checker's table."""
     m2 = beta1 * m + (1 - beta1) * g
-    v2 = beta2 * v + (1 - beta2) * (np.abs(g) if absolute else g * g)
+    v2 = beta2 * v + ((1 - beta2) * np.abs(g) if absolute else (1 - beta2) * g * g)
     m_hat = m2 / (1 - beta1**t) if correct else m2
     v_hat = v2 / (1 - beta2**t) if correct else v2
-    step = m_hat / (np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps)
-    return p - lr * step, (m2 if carry else m), (v2 if carry else v)
+    denominator = np.sqrt(v_hat + eps) if eps_inside else np.sqrt(v_hat) + eps
+    return p - lr * m_hat / denominator, (m2 if carry else m), (v2 if carry else v)
 
 
 def _adam_variant(**mistake):
