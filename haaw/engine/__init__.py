@@ -3,9 +3,8 @@ scalar engine), ``ops`` (every tensor operation beside its vector-Jacobian produ
 (the array that runs them), ``function`` (operations written outside the table, checkpointing),
 ``forward_mode`` (for comparison). Beside them: ``modes`` (no_grad, detect_anomaly), ``dtypes``
 (number formats by name), ``checks`` (what the engine refuses, and the messages that say why),
-``plugins`` (your code in the engine's slots), ``hooks`` (where instruments plug in) and ``graph`` (what they may
-read of a node). It imports
-nothing from the rest of haaw.
+``plugins`` (your code in the engine's slots), ``hooks`` (where instruments plug in) and ``graph``
+(what they may read of a node). It imports nothing from the rest of haaw.
 """
 from .function import Function, checkpoint
 from .modes import detect_anomaly, no_grad
