@@ -3,7 +3,9 @@ shortcuts (``pytest -m browser`` collects the browser tests alone; pytest-xdist 
 and each module with a costly fixture, on one worker). What the suite does around the notebooks run
 under nbval (PyTorch cells, the memory budget) is the plugin ``tests/plugins/haaw_notebooks.py``.
 """
+import copy
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,20 @@ def pytest_xdist_make_scheduler(config, log):
     return Scheduling(config, log)
 
 
+
+
+@pytest.fixture(autouse=True)
+def _haaw_state_restored():
+    """Every test leaves haaw's module state as it found it: the layers' generator (``manual_seed``), and a
+    learner's session (the exercises passed, the hints seen). The engine's modes, slots and hooks need nothing
+    here: they are context variables, which every block that sets one resets. Modules not imported yet are left
+    alone, so that a test file that needs only the engine imports only the engine."""
+    saved = []
+    for module_name, attribute in (("haaw.nn.modules", "_generator"), ("haaw.course.exercises.code", "_passed"),
+                                   ("haaw.course.exercises.core", "_hints_shown")):
+        module = sys.modules.get(module_name)
+        if module is not None:
+            saved.append((module, attribute, copy.deepcopy(getattr(module, attribute))))
+    yield
+    for module, attribute, value in saved:
+        setattr(module, attribute, value)

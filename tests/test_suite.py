@@ -3,6 +3,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
 
 
 def test_only_the_browser_module_has_browser_tests():
@@ -25,3 +26,23 @@ def test_a_test_file_runs_on_its_own_without_nbval_or_xdist():
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert re.search(r"\d+ passed", result.stdout)
+
+
+def test_a_test_that_seeds_haaw_leaves_the_next_test_the_generator_it_found(pytester):
+    """conftest.py's autouse fixture: haaw.manual_seed in one test does not reach the next."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile('''
+        import haaw
+        import haaw.nn.modules as modules
+
+        found = []
+
+        def test_seeds():
+            found.append(modules._generator.bit_generator.state)
+            haaw.manual_seed(5)
+
+        def test_after_it():
+            assert modules._generator.bit_generator.state == found[0]
+    ''')
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly").assert_outcomes(passed=2)
+

@@ -56,7 +56,7 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
         result._ctx = ctx
         ctx.versions = [(t._vc, t._vc[0]) for t in inputs]
         ctx.versions.append((result._vc, result._vc[0]))
-    for hook in hooks.on_forward:
+    for hook in hooks.on_forward():
         hook(op, ctx if recorded else None, inputs, result)
     return result
 
@@ -152,7 +152,7 @@ class Tensor:
         if anomaly_detection() and not checks.non_finite(upstream) and any(g is not None and checks.non_finite(g) for g in grads):
             raise FloatingPointError(f"anomaly: the backward of '{op.name}' produced nan or inf "
                                      f"from a finite upstream gradient")
-        for hook in hooks.on_backward:
+        for hook in hooks.on_backward():
             hook(self)
         # a leaf keeps an array of its own: upstream itself (x + y passes it on to both) or a view of it would
         # make x.grad the very array of another tensor's .grad

@@ -12,16 +12,17 @@ import numpy as np
 from ..engine import Tensor
 from .functional import gelu, layer_norm, linear, scaled_dot_product_attention
 
-_generator = [np.random.default_rng()]
+_generator = np.random.default_rng()  # haaw's one generator, process-wide as PyTorch's default generator is
 
 
 def manual_seed(seed: int) -> None:
     """Make every layer created afterwards start from reproducible weights (``torch.manual_seed``)."""
-    _generator[0] = np.random.default_rng(seed)
+    global _generator
+    _generator = np.random.default_rng(seed)
 
 
 def _rng(seed):
-    return _generator[0] if seed is None else np.random.default_rng(seed)
+    return _generator if seed is None else np.random.default_rng(seed)
 
 
 def _offset(seed, k):

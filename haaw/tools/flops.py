@@ -63,5 +63,5 @@ def count_flops():
         counter.backward[ctx.op.name] += ctx.op.flops([p.data for p in parents(node)], node.data,
                                                       ctx.needs_input_grad)[1]
 
-    with hooks.registered(hooks.on_forward, forward), hooks.registered(hooks.on_backward, backward):
+    with hooks.registered("forward", forward), hooks.registered("backward", backward):
         yield counter

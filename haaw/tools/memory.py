@@ -98,5 +98,5 @@ def track_memory():
     def backward(node):
         tracker.released(node, context(node).op.name)
 
-    with hooks.registered(hooks.on_forward, forward), hooks.registered(hooks.on_backward, backward):
+    with hooks.registered("forward", forward), hooks.registered("backward", backward):
         yield tracker

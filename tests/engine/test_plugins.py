@@ -254,3 +254,18 @@ def test_a_block_open_in_one_context_reaches_no_code_running_in_another():
         for run in (in_thread, lambda fn: contextvars.Context().run(fn)):
             assert _tanh_grad_elsewhere(run) == pytest.approx(own)
     assert plugins.in_use() == {}
+
+
+def test_an_instrument_active_in_one_context_counts_no_work_done_in_another():
+    import threading
+
+    from haaw.tools.flops import count_flops
+
+    x = Tensor(np.ones((4, 4)))
+    with count_flops() as counter:
+        worker = threading.Thread(target=lambda: x @ x)  # an explorer's callback, say
+        worker.start()
+        worker.join()
+        assert counter.total_forward == 0
+        x @ x
+        assert counter.total_forward == 2 * 4 * 4 * 4
