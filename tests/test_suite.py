@@ -44,5 +44,5 @@ def test_a_test_that_seeds_haaw_leaves_the_next_test_the_generator_it_found(pyte
         def test_after_it():
             assert modules._generator.bit_generator.state == found[0]
     ''')
-    pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly").assert_outcomes(passed=2)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark").assert_outcomes(passed=2)
 

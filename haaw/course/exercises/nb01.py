@@ -1,4 +1,5 @@
 """Exercises of notebook 01: the chain rule on one tiny chain."""
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -56,7 +57,6 @@ register(NumberExercise(
 
 
 # --- code exercises: the forward-and-local line of * and ** ------------------------------------------
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
 def mul_local(a, b):

@@ -1,4 +1,8 @@
 """Exercises of notebook 02: computation graphs and reverse mode."""
+import numpy as np
+
+from ...engine import Value
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -56,10 +60,6 @@ register(NumberExercise(
 
 
 # --- code exercise: backward for the scalar engine ---------------------------------------------------
-import numpy as np  # noqa: E402
-
-from ...engine import Value  # noqa: E402
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
 BACKWARD_SOLUTION = '''\

@@ -1,6 +1,7 @@
 """Exercises of notebook 03: matrices, Y = XW."""
 import numpy as np
 
+from .code import Case, CodeExercise, Mistake
 from .core import ArrayExercise, NumberExercise, register
 
 # Small integers, so the products can be done by hand; B = 4 examples, n = 3 inputs, m = 2 outputs.
@@ -77,7 +78,6 @@ register(NumberExercise(
 
 
 # --- code exercises ---------------------------------------------------------------------------------
-from .code import Case, CodeExercise, Mistake  # noqa: E402
 
 
 def linear_backward(X, W, G):

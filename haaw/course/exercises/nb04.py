@@ -1,4 +1,7 @@
 """Exercises of notebook 04: gradient flow through residuals, normalisation and activations."""
+import numpy as np
+
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -58,9 +61,6 @@ register(NumberExercise(
 
 
 # --- code exercises: two activations' backward, and clipping -------------------------------------------
-import numpy as np  # noqa: E402
-
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
 def tanh_backward(y, G):

@@ -1,6 +1,7 @@
 """Exercises of notebook 05: softmax and attention."""
 import numpy as np
 
+from .code import Case, CodeExercise, Mistake
 from .core import ArrayExercise, NumberExercise, register
 
 register(NumberExercise(
@@ -59,7 +60,6 @@ register(ArrayExercise(
 
 
 # --- code exercises: softmax's backward without its Jacobian, and attention's --------------------------
-from .code import Case, CodeExercise, Mistake  # noqa: E402
 
 
 def softmax_backward(s, G):

@@ -1,4 +1,10 @@
 """Exercises of notebook 06: memory, and saving activations or recomputing them."""
+import numpy as np
+
+from ...engine import Function, no_grad, Tensor
+from ...nn import Linear
+from ...tools.memory import track_memory
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -57,12 +63,6 @@ register(NumberExercise(
 
 
 # --- code exercise: checkpointing through the custom-operation API ------------------------------------
-import numpy as np  # noqa: E402
-
-from ...engine import Function, Tensor, no_grad  # noqa: E402
-from ...nn import Linear  # noqa: E402
-from ...tools.memory import track_memory  # noqa: E402
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
 class CheckpointSegment(Function):

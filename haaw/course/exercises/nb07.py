@@ -1,4 +1,10 @@
 """Exercises of notebook 07: mixed precision."""
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -58,12 +64,7 @@ register(NumberExercise(
 
 
 # --- code exercises: the dynamic loss scaler, and unscaling before clipping --------------------------------
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
-
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 TORCH_REFERENCE = Path(__file__).resolve().parents[1] / "data" / "torch_reference.json"
 

@@ -1,4 +1,8 @@
 """Exercises of notebook 08: diagnose buggy training steps with the audit."""
+import numpy as np
+
+from .. import nb08 as props
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import ChoiceExercise, register
 
 CHECKS = ("gradients zeroed", "mask before the reduction", "independent of padding length", "loss unit",
@@ -97,10 +101,6 @@ register(ChoiceExercise(
 
 
 # --- code exercise: repair a training step -------------------------------------------------------------
-import numpy as np  # noqa: E402
-
-from .. import nb08 as props  # noqa: E402
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
 def buggy_loss(losses, mask):

@@ -1,4 +1,9 @@
 """Exercises of notebook 09: accumulation and many workers."""
+import numpy as np
+
+from .. import nb08
+from ..nb09 import Ring, ring
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -51,11 +56,6 @@ register(NumberExercise(
 
 
 # --- code exercises: a ring all-reduce, and accumulation weighted by tokens ------------------------------
-import numpy as np  # noqa: E402
-
-from .. import nb08  # noqa: E402
-from ..nb09 import Ring, ring  # noqa: E402
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
 
 
 RING_SOLUTION = '''\

@@ -1,7 +1,11 @@
 """Exercises of notebook 10: one complete learning step."""
 import math
 
+import numpy as np
+
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import ChoiceExercise, NumberExercise, register
+from .nb07 import torch_reference
 
 register(NumberExercise(
     key="10-initial-loss",
@@ -44,10 +48,6 @@ register(ChoiceExercise(
 
 
 # --- code exercise: Adam's step ---------------------------------------------------------------------------
-import numpy as np  # noqa: E402
-
-from .code import Case, CodeExercise, LearnerError, Mistake  # noqa: E402
-from .nb07 import torch_reference  # noqa: E402
 
 
 ADAM_SOLUTION = '''\
