@@ -1,7 +1,15 @@
 """The claims of notebook 01: each figure or causal claim the notebook states, asserted."""
+import warnings
+from fractions import Fraction
+
 import pytest
 
+from haaw import Value
+from haaw.course.exercises import check
+from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.course.exercises.nb01 import mul_local, pow_local
 from haaw.course.nb01 import tiny_chain_step
+from haaw.engine import plugins
 from haaw.tools import gradcheck
 
 
@@ -21,8 +29,6 @@ def test_01_one_sgd_step_moves_w_to_1_64_and_lowers_the_loss():
 
 def _steps(lr, n, w=2.0, x=3.0):
     """w after each of n gradient-descent steps on L = (w·x)², every gradient from the engine."""
-    from haaw import Value
-
     ws = [w]
     for _ in range(n):
         v = Value(ws[-1])
@@ -51,10 +57,6 @@ def test_01_a_step_overshoots_above_one_over_2x2_and_diverges_above_one_over_x2(
 
 
 def test_01_the_tiny_chain_through_the_learner_s_mul_and_pow_gives_36():
-    from haaw import Value
-    from haaw.course.exercises.nb01 import mul_local, pow_local
-    from haaw.engine import plugins
-
     calls = []
 
     def watched(fn):
@@ -76,10 +78,6 @@ def test_01_the_tiny_chain_through_the_learner_s_mul_and_pow_gives_36():
 
 
 def test_01_exercise_1_s_numbers_tell_the_gradient_from_the_loss():
-    from haaw import Value
-    from haaw.course.exercises import check
-    from haaw.course.exercises.core import CORRECT, WRONG
-
     w, x = Value(3.0), Value(2.0)
     y = w * x
     loss = y**2
@@ -94,8 +92,6 @@ def test_01_exercise_1_s_numbers_tell_the_gradient_from_the_loss():
 
 
 def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_rounding_error():
-    from fractions import Fraction
-
     def loss_at(w):
         return (w * 3) ** 2
 
@@ -114,8 +110,6 @@ def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_ro
 
 
 def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances():
-    from haaw.engine import plugins
-
     for off, ok in ((1e-6, True), (5e-6, True), (2e-5, False), (1e-4, False)):
         # a multiplication whose backward is wrong by a relative `off`: backward 3·(1 + off), finite diff. 3
         with plugins.use(mul=lambda a, b, off=off: (a * b, (b * (1 + off), a * (1 + off)))):
@@ -128,7 +122,6 @@ def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances(
 
 def test_01_pytorch_fills_grad_for_leaves_only_unless_retain_grad():
     torch = pytest.importorskip("torch")
-    import warnings
 
     w = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
     y = w * 3.0
@@ -144,9 +137,6 @@ def test_01_pytorch_fills_grad_for_leaves_only_unless_retain_grad():
 
 
 def test_01_the_power_checker_names_each_wrong_exponent_rule_truly():
-    from haaw.course.exercises import check
-    from haaw.course.exercises.core import CORRECT, WRONG
-
     answers = {  # what a learner writes -> the mistake the checker must name
         "2·a, the derivative of a² only": lambda a, n: (a**n, (2 * a,)),
         "the exponent without brackets": lambda a, n: (a**n, (n * a**n - 1,)),
@@ -161,8 +151,6 @@ def test_01_the_power_checker_names_each_wrong_exponent_rule_truly():
 
 
 def test_01_the_multiplication_checker_explains_the_derivative_that_is_wrong():
-    from haaw.course.exercises import check
-
     both_b = check("01-mul-local", lambda a, b: (a * b, (b, b))).message
     assert "d(a·b)/db: wrong values" in both_b and "d(a·b)/db = a" in both_b
     both_a = check("01-mul-local", lambda a, b: (a * b, (a, a))).message

@@ -2,12 +2,20 @@
 import numpy as np
 import pytest
 
+import haaw.nn.functional as F
+from haaw import Tensor
+from haaw.course import datasets
+from haaw.course.exercises import check, REGISTRY
+from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.course.exercises.nb03 import G, linear_backward, W, X
+from haaw.engine import plugins
+from haaw.nn import MLP
+from haaw.optim import SGD
 from haaw.tools import gradcheck
+from haaw.tools.flops import count_flops
 
 
 def test_03_the_transpose_formulas_agree_with_finite_differences_and_torch():
-    from haaw import Tensor
-
     rng = np.random.default_rng(0)
     X0, W0, G = rng.standard_normal((5, 3)), rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
     X, W = Tensor(X0, requires_grad=True), Tensor(W0, requires_grad=True)
@@ -23,9 +31,6 @@ def test_03_the_transpose_formulas_agree_with_finite_differences_and_torch():
 
 
 def test_03_the_bias_gradient_is_the_column_sum_of_G_on_the_exercise_data():
-    from haaw import Tensor
-    from haaw.course.exercises.nb03 import G, W, X
-
     bias = Tensor(np.zeros(2), requires_grad=True)
     (Tensor(X, requires_grad=True) @ Tensor(W, requires_grad=True) + bias).backward(G)
     np.testing.assert_array_equal(bias.grad, [1.0, 4.0])  # the notebook prints dL/db = [1. 4.]
@@ -33,8 +38,6 @@ def test_03_the_bias_gradient_is_the_column_sum_of_G_on_the_exercise_data():
 
 
 def test_03_the_jacobian_is_mostly_zeros_and_its_transpose_times_G_is_XtG():
-    from haaw.course.exercises.nb03 import G, W, X
-
     B, n = X.shape
     m = W.shape[1]
     # dY[b, j]/dW[i, k] = X[b, i] if j == k else 0, written out entry by entry
@@ -49,10 +52,6 @@ def test_03_the_jacobian_is_mostly_zeros_and_its_transpose_times_G_is_XtG():
 
 
 def test_03_backward_costs_2x_the_forward_and_1x_for_the_first_layer():
-    from haaw import Tensor
-    from haaw.tools.flops import count_flops
-    import haaw.nn.functional as F
-
     for needs_grad, ratio in ((True, 2), (False, 1)):
         x = Tensor(np.ones((8, 5)), requires_grad=needs_grad)
         w = Tensor(np.ones((5, 3)), requires_grad=True)
@@ -69,11 +68,6 @@ def test_03_backward_costs_2x_the_forward_and_1x_for_the_first_layer():
 
 
 def test_03_the_mlp_flop_table_and_the_ratio_climbing_toward_2():
-    from haaw import Tensor
-    from haaw.nn import MLP
-    from haaw.tools.flops import count_flops
-    import haaw.nn.functional as F
-
     rng = np.random.default_rng(0)
     net = MLP([784, 256, 10], seed=0, dtype=np.float32)
     with count_flops() as flops:
@@ -93,9 +87,6 @@ def test_03_the_mlp_flop_table_and_the_ratio_climbing_toward_2():
 
 
 def test_03_the_softmax_cross_entropy_gradient_is_P_minus_Y_over_B():
-    from haaw import Tensor
-    import haaw.nn.functional as F
-
     rng = np.random.default_rng(4)
     z0 = rng.standard_normal((5, 3))
     targets = np.array([0, 2, 1, 2, 0])
@@ -123,14 +114,6 @@ def test_03_the_softmax_cross_entropy_gradient_is_P_minus_Y_over_B():
 
 
 def test_03_the_two_moons_mlp_trains_to_the_same_losses_on_the_learner_s_linear_backward():
-    from haaw import Tensor
-    from haaw.course import datasets
-    from haaw.course.exercises.nb03 import linear_backward
-    from haaw.engine import plugins
-    from haaw.nn import MLP
-    from haaw.optim import SGD
-    import haaw.nn.functional as F
-
     points, labels = datasets.two_moons(200, noise=0.15, seed=1)
     calls = []
 
@@ -160,9 +143,6 @@ def test_03_the_two_moons_mlp_trains_to_the_same_losses_on_the_learner_s_linear_
 
 
 def test_03_a_tensor_without_requires_grad_gets_no_grad_and_its_gradient_is_not_computed():
-    from haaw import Tensor
-    from haaw.tools.flops import count_flops
-
     data = Tensor(np.ones((4, 3)))
     assert data.requires_grad is False  # the default
     w = Tensor(np.ones((3, 2)), requires_grad=True)
@@ -173,9 +153,6 @@ def test_03_a_tensor_without_requires_grad_gets_no_grad_and_its_gradient_is_not_
 
 
 def test_03_the_linear_backward_hint_s_reshape_works_inside_the_function_and_a_global_n_does_not():
-    from haaw.course.exercises import check
-    from haaw.course.exercises.core import CORRECT, WRONG
-
     def as_the_hint_says(X, W, G):
         rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
         return G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0)
@@ -188,7 +165,6 @@ def test_03_the_linear_backward_hint_s_reshape_works_inside_the_function_and_a_g
         return G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0)
 
     assert check("03-linear-backward", with_the_global_n).status == WRONG
-    from haaw.course.exercises import REGISTRY
 
     ex = REGISTRY["03-linear-backward"]
     said = " ".join([*ex.hints, *(m.why for m in ex.mistakes), *(c.note for c in ex.cases())])
@@ -196,8 +172,5 @@ def test_03_the_linear_backward_hint_s_reshape_works_inside_the_function_and_a_g
 
 
 def test_03_the_dX_checker_names_a_division_by_the_batch_size():
-    from haaw.course.exercises import check
-    from haaw.course.exercises.nb03 import G, W
-
     assert "divided by the batch size" in check("03-dX", G @ W.T / 4).message
     assert "divided by the batch size" not in check("03-dX", G @ W.T).message

@@ -3,8 +3,20 @@
 The deep stacks are computed here a second time with NumPy alone (forward and a hand-written
 backward), so that the figures do not rest on the engine that the notebook runs.
 """
+from math import erf, exp, pi, sqrt
+
 import numpy as np
 import pytest
+
+import haaw.nn.functional as F
+from haaw import Tensor
+from haaw.course.datasets import two_moons
+from haaw.course.exercises import check
+from haaw.course.exercises.nb04 import clip_grad_norm
+from haaw.course.nb04 import deep_stack_grad_norms
+from haaw.nn import MLP
+from haaw.nn.utils import clip_grad_norm_
+from haaw.optim import SGD
 
 
 def numpy_stack(depth, init_scale=1.0, *, activation="relu", residual=False, normalise=False, width=64, batch=32,
@@ -54,8 +66,6 @@ def factor(norms, start=0):
 
 
 def test_04_the_numpy_stack_is_the_engine_s_stack():
-    from haaw.course.nb04 import deep_stack_grad_norms
-
     for kw in ({"init_scale": 0.9}, {"init_scale": 1.1, "residual": True}, {"normalise": True},
                {"init_scale": 0.9, "residual": True, "normalise": True}):
         np.testing.assert_allclose(numpy_stack(50, **kw)[0], deep_stack_grad_norms(50, **kw), rtol=1e-9)
@@ -74,7 +84,6 @@ def test_04_the_residual_branch_passes_the_gradient_with_factor_1():
 
 def test_04_depth_multiplies_and_the_plain_stack_vanishes_or_explodes():
     assert f"{0.9**50:.4g}" == "0.005154" and f"{1.1**50:.1f}" == "117.4"
-    from haaw.course.exercises import check
     assert check("04-product", "0.005154").correct and check("04-product", 0.9**50).correct
     assert not check("04-product", 0.9**49).correct  # 50 layers between the top and the stack's input
     # "ten percent per layer ... about two orders of magnitude; even four percent (0.96⁵⁰ ≈ 0.13) is nearly one"
@@ -157,7 +166,6 @@ def test_04_saturation_tanh_and_sigmoid_slopes_vanish_and_sigmoid_s_never_exceed
 
 
 def test_04_the_table_s_slopes_in_x_are_the_exercises_slopes_in_y_and_gelu_s_slope_fades():
-    from math import erf, exp, pi, sqrt
     x = np.linspace(-8, 8, 1601)
     y = np.tanh(x)
     np.testing.assert_allclose(4 / (np.exp(x) + np.exp(-x)) ** 2, 1 - y * y, atol=1e-15)  # tanh's slope, with y
@@ -172,11 +180,6 @@ def test_04_the_table_s_slopes_in_x_are_the_exercises_slopes_in_y_and_gelu_s_slo
 
 
 def test_04_a_dead_relu_unit_passes_no_gradient_to_its_weights():
-    import haaw.nn.functional as F
-    from haaw import Tensor
-    from haaw.course.datasets import two_moons
-    from haaw.nn import MLP
-
     points, labels = two_moons(64, seed=2)
     model = MLP([2, 16, 16, 2], seed=5)
     first, second, last = model.layers
@@ -191,12 +194,6 @@ def test_04_a_dead_relu_unit_passes_no_gradient_to_its_weights():
 
 
 def test_04_dead_units_are_frozen_while_dead_yet_some_fire_again():
-    import haaw.nn.functional as F
-    from haaw import Tensor
-    from haaw.course.datasets import two_moons
-    from haaw.nn import MLP
-    from haaw.optim import SGD
-
     points, labels = two_moons(256, noise=0.15, seed=2)
     x = Tensor(points)
     runs = {}
@@ -231,14 +228,6 @@ def test_04_dead_units_are_frozen_while_dead_yet_some_fire_again():
 
 
 def test_04_clipping_rescues_the_bad_init_but_the_norm_stays_above_the_threshold():
-    import haaw.nn.functional as F
-    from haaw import Tensor
-    from haaw.course.datasets import two_moons
-    from haaw.course.exercises.nb04 import clip_grad_norm
-    from haaw.nn import MLP
-    from haaw.nn.utils import clip_grad_norm_
-    from haaw.optim import SGD
-
     points, labels = two_moons(256, noise=0.15, seed=2)
     x = Tensor(points)
 

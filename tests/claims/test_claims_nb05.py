@@ -1,11 +1,20 @@
 """The claims of notebook 05: each figure or causal claim the notebook states, asserted."""
+import math
+
 import numpy as np
 import pytest
 
+import haaw.nn.functional as F
+from haaw import Tensor
+from haaw.course.exercises import check, REGISTRY, yours
+from haaw.course.exercises.code import _copies
+from haaw.course.exercises.nb05 import attention_backward, softmax_backward
+from haaw.course.nb05 import attention_row, score_variance, softmax_gradient_norm
+from haaw.nn import TransformerBlock
+from haaw.tools.torch_mirror import block_in_torch
+
 
 def test_05_a_saturated_softmax_crushes_the_gradient():
-    from haaw.course.nb05 import softmax_gradient_norm
-
     z = np.random.default_rng(0).standard_normal(16)
     norms = [softmax_gradient_norm(scale * z) for scale in (1, 10, 30, 100)]
     assert norms == sorted(norms, reverse=True)
@@ -13,8 +22,6 @@ def test_05_a_saturated_softmax_crushes_the_gradient():
 
 
 def test_05_dividing_by_sqrt_dk_keeps_the_score_variance_near_1():
-    from haaw.course.nb05 import attention_row, score_variance
-
     for d_k in (4, 64, 1024):
         assert score_variance(d_k, scaled=False) == pytest.approx(d_k, rel=0.1)
         assert score_variance(d_k, scaled=True) == pytest.approx(1.0, abs=0.1)
@@ -41,9 +48,6 @@ def test_05_the_rows_of_the_softmax_jacobian_sum_to_0_because_a_shift_changes_no
 
 
 def test_05_the_exercise_names_the_notebook_s_own_estimate_of_the_variance():
-    from haaw.course.exercises import check
-    from haaw.course.nb05 import score_variance
-
     estimate = round(score_variance(64, scaled=False, samples=4000), 1)
     assert estimate == 65.4  # the number printed in section 3, which the exercise's feedback names
     feedback = check("05-score-variance", estimate)
@@ -63,8 +67,6 @@ def _attention_numpy(S, allowed):
 
 
 def test_05_adding_minus_infinity_is_fine_unless_a_whole_row_is_masked():
-    from haaw import Tensor
-
     rng = np.random.default_rng(5)
     S = rng.standard_normal((4, 4))
     allowed = np.tril(np.ones((4, 4), dtype=bool))
@@ -79,7 +81,6 @@ def test_05_adding_minus_infinity_is_fine_unless_a_whole_row_is_masked():
     assert np.isnan(naive[2]).all() and not np.isnan(naive[[0, 1, 3]]).any()
     assert np.allclose(naive[[0, 1, 3]], _attention_numpy(S, allowed)[[0, 1, 3]])
     # haaw's masked attention: row 2 gives output 0 and no NaN anywhere in the gradient
-    import haaw.nn.functional as F
 
     X = Tensor(rng.standard_normal((4, 6)), requires_grad=True)
     W = [Tensor(rng.standard_normal((6, 6))) for _ in range(3)]
@@ -89,10 +90,6 @@ def test_05_adding_minus_infinity_is_fine_unless_a_whole_row_is_masked():
 
 
 def test_05_each_plus_passes_its_gradient_unchanged_and_the_skip_input_also_gets_the_branch_s():
-    import haaw.nn.functional as F
-    from haaw import Tensor
-    from haaw.nn import TransformerBlock
-
     rng = np.random.default_rng(9)
     block = TransformerBlock(8, heads=2, seed=4)
     x = Tensor(rng.standard_normal((2, 5, 8)), requires_grad=True)
@@ -108,12 +105,6 @@ def test_05_each_plus_passes_its_gradient_unchanged_and_the_skip_input_also_gets
 
 
 def test_05_the_block_runs_on_the_learner_s_two_functions_with_the_engine_s_gradients():
-    import haaw.nn.functional as F
-    from haaw import Tensor
-    from haaw.course.exercises import check, yours
-    from haaw.course.exercises.nb05 import attention_backward, softmax_backward
-    from haaw.nn import TransformerBlock
-
     calls = {"softmax": 0, "attention": 0}
 
     def mine_softmax(s, G):
@@ -151,7 +142,6 @@ def test_05_the_block_runs_on_the_learner_s_two_functions_with_the_engine_s_grad
         assert all(np.allclose(a, b, rtol=1e-10, atol=1e-13) for a, b in zip(grads, own))
         assert not any(np.isnan(a).any() for a in grads)
     torch = pytest.importorskip("torch")
-    from haaw.tools.torch_mirror import block_in_torch
 
     xt = torch.tensor(x0, requires_grad=True)
     ref, params = block_in_torch(block, xt, mask, torch)
@@ -161,8 +151,6 @@ def test_05_the_block_runs_on_the_learner_s_two_functions_with_the_engine_s_grad
 
 
 def test_05_exercise_1_needs_the_off_diagonal_entries_and_the_named_mistakes_are_what_they_say():
-    from haaw.course.exercises import REGISTRY, check
-
     s, g = np.array([0.5, 0.3, 0.2]), np.array([1.0, 0.0, 0.0])
     J = np.diag(s) - np.outer(s, s)
     dz = J.T @ g
@@ -198,11 +186,6 @@ def _my_attention_backward(scale_of):
 
 
 def test_05_float32_stays_float32_in_the_reference_and_a_float32_preserving_answer_passes():
-    import math
-
-    from haaw.course.exercises import REGISTRY, check
-    from haaw.course.exercises.code import _copies
-
     ex = REGISTRY["05-attention-backward"]
     (case,) = [c for c in ex.cases() if c.label == "float32"]
     for fn in [ex.reference] + [m.code for m in ex.mistakes]:  # np.sqrt(d) would make these float64

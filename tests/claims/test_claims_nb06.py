@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 import haaw.nn.functional as F
-from haaw import Tensor, checkpoint
+from haaw import checkpoint, Function, no_grad, Tensor
+from haaw.course.exercises import check, pick
+from haaw.course.exercises.nb06 import _KeepsTheOutput, CheckpointSegment
+from haaw.course.nb06 import GPT_125M, MODEL_7B, training_memory
 from haaw.nn import Linear
 from haaw.tools.flops import count_flops
 from haaw.tools.memory import track_memory
@@ -59,9 +62,6 @@ def test_06_checkpointing_every_block_keeps_9_percent_for_34_percent_more_flops_
 
 
 def test_06_the_learner_s_checkpoint_class_gives_identical_gradients_and_keeps_fewer_bytes():
-    from haaw.course.exercises import check, pick
-    from haaw.course.exercises.nb06 import CheckpointSegment
-
     class Mine(CheckpointSegment):
         pass
 
@@ -104,8 +104,6 @@ def _chain_peak(N, k, n=500):
 
 
 def test_06_a_chain_of_100_keeps_n_over_k_plus_k_arrays_less_its_input_smallest_at_the_square_root():
-    from haaw.course.exercises import check
-
     assert _chain_peak(100, None) == 100
     peaks = {k: _chain_peak(100, k) for k in (2, 4, 5, 10, 20, 25, 50)}
     for k, peak in peaks.items():
@@ -115,8 +113,6 @@ def test_06_a_chain_of_100_keeps_n_over_k_plus_k_arrays_less_its_input_smallest_
 
 
 def test_06_the_memory_calculator_16_bytes_a_parameter_and_the_layer_being_recomputed():
-    from haaw.course.nb06 import GPT_125M, MODEL_7B, training_memory
-
     for shape in (GPT_125M, MODEL_7B):
         for precision in ("fp32", "mixed"):
             parts = training_memory(shape, 1, 1024, precision=precision)
@@ -152,8 +148,6 @@ def test_06_the_memory_calculator_16_bytes_a_parameter_and_the_layer_being_recom
 
 
 def test_06_stored_scores_make_activations_quadratic_in_sequence_length_82_percent_at_4096():
-    from haaw.course.nb06 import MODEL_7B, training_memory
-
     def act(seq, keep_scores=True):
         return training_memory(MODEL_7B, 1, seq, precision="mixed", keep_scores=keep_scores)["activations"]
 
@@ -166,8 +160,6 @@ def test_06_stored_scores_make_activations_quadratic_in_sequence_length_82_perce
 
 
 def test_06_the_checkpoint_class_gives_the_weights_inside_their_gradient_when_its_input_needs_none():
-    from haaw.course.exercises.nb06 import CheckpointSegment
-
     layer = Linear(3, 2, seed=5)
     x0 = np.random.default_rng(6).standard_normal((4, 3))
     layer(Tensor(x0)).tanh().sum().backward()
@@ -180,8 +172,6 @@ def test_06_the_checkpoint_class_gives_the_weights_inside_their_gradient_when_it
 def _learner_checkpoint(keep_x, keep_more=lambda out: {}):
     """A learner's checkpointed segment: forward runs fn without recording, keeps ``keep_x(x)`` and whatever
     ``keep_more(out)`` names on ctx; backward runs fn again from the kept input."""
-    from haaw import Function, no_grad
-
     class Segment(Function):
         always_record = True
 
@@ -203,9 +193,6 @@ def _learner_checkpoint(keep_x, keep_more=lambda out: {}):
 
 
 def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_is_not():
-    from haaw.course.exercises import check
-    from haaw.course.exercises.nb06 import _KeepsTheOutput
-
     assert check("06-checkpoint", _learner_checkpoint(lambda x: x.copy())).correct
     assert not check("06-checkpoint", _KeepsTheOutput).correct
 
@@ -213,8 +200,6 @@ def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_i
 def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so_pick_runs_the_course_s():
     # the memory tracker counts bare arrays on ctx; a Tensor on ctx (ctx.out = out) keeps out.data alive all
     # the same, and must not pass: else cell 17 would run it and print a peak that misses the output
-    from haaw.course.exercises import check, pick
-    from haaw.course.exercises.nb06 import CheckpointSegment
 
     for what in (lambda out: out, lambda out: out.data, lambda out: (out,), lambda out: {"y": out}):
         cls = _learner_checkpoint(lambda x: x, lambda out, what=what: {"out": what(out)})

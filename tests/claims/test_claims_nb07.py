@@ -7,13 +7,16 @@ written out. Only the data and the fp32 starting weights come from ``haaw.course
 compares the table the notebook stores with this independent run.
 """
 import json
+import ml_dtypes
 import re
 from functools import lru_cache
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
+
+from haaw.amp import StaticLossScaler
+from haaw.course.nb07 import classification_data, pretrained_weights
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_mixed_precision.ipynb"
 TOKENS = 2**17
@@ -22,8 +25,6 @@ E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 
 
 def _start():
-    from haaw.course.nb07 import classification_data, pretrained_weights
-
     x, labels = classification_data()
     return x, labels, [np.array(w, dtype=np.float32) for w in pretrained_weights(steps=300)]
 
@@ -269,8 +270,6 @@ def test_07_the_table_the_notebook_prints_is_what_an_independent_run_gives():
 
 
 def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pass_gives_nan():
-    from haaw.amp import StaticLossScaler
-
     scaled = np.array([1e5, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)
     with np.errstate(invalid="ignore", over="ignore"):
         in_fp16 = scaled.astype(np.float16)

@@ -2,10 +2,15 @@
 import numpy as np
 import pytest
 
+from haaw import Function, Tensor
+from haaw.course.exercises import check
+from haaw.course.exercises.nb08 import AUDITED, buggy_loss, CHECKS, per_token_loss
+from haaw.course.nb08 import gradient, make_model, masked_mean, mean_over_padded, padded_batch, token_losses
+from haaw.optim import SGD
+from haaw.tools.audit import audit
+
 
 def test_08_masking_after_the_reduction_makes_the_gradient_depend_on_padding_length():
-    from haaw.course.nb08 import gradient, make_model, masked_mean, mean_over_padded, padded_batch
-
     model = make_model()
     short, long = padded_batch(pad_to=6), padded_batch(pad_to=12)
     (_, right_short), (_, right_long) = gradient(model, masked_mean, short), gradient(model, masked_mean, long)
@@ -17,9 +22,6 @@ def test_08_masking_after_the_reduction_makes_the_gradient_depend_on_padding_len
 
 def _step(model, lr=0.1):
     """One SGD step on notebook 08's test batch; returns each parameter's largest move."""
-    from haaw.course.nb08 import masked_mean, padded_batch, token_losses
-    from haaw.optim import SGD
-
     inputs, targets, mask = padded_batch()
     before = [p.data.copy() for p in model.parameters()]
     optimizer = SGD(model.parameters(), lr=lr)
@@ -30,8 +32,6 @@ def _step(model, lr=0.1):
 
 
 def test_08_a_module_attribute_freezes_nothing_requires_grad_false_freezes_the_layer():
-    from haaw.course.nb08 import make_model
-
     model = make_model()
     model.layers[0].requires_grad = False  # the attribute of the module: nothing frozen
     assert all(p.requires_grad for p in model.parameters())
@@ -47,10 +47,6 @@ def test_08_a_module_attribute_freezes_nothing_requires_grad_false_freezes_the_l
 
 
 def test_08_the_audit_checks_frozen_parameters_and_flags_one_that_got_a_gradient():
-    from haaw.course.nb08 import make_model, masked_mean, padded_batch, token_losses
-    from haaw.optim import SGD
-    from haaw.tools.audit import audit
-
     model = make_model()
     model.layers[0].freeze()
     report = audit(model, token_losses, masked_mean, padded_batch(), optimizer=SGD(model.parameters(), lr=0.1))
@@ -65,8 +61,6 @@ def test_08_the_audit_checks_frozen_parameters_and_flags_one_that_got_a_gradient
 
 
 def test_08_version_counters_catch_an_in_place_edit_but_not_one_through_data():
-    from haaw import Tensor
-
     x = Tensor(np.array([1.0, 2.0, 3.0]))
     w = Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
     loss = (x * w).sum()
@@ -97,9 +91,6 @@ def test_08_version_counters_catch_an_in_place_edit_but_not_one_through_data():
 
 
 def test_08_the_version_check_catches_an_optimizer_step_between_forward_and_backward():
-    from haaw.course.nb08 import make_model, masked_mean, padded_batch, token_losses
-    from haaw.optim import SGD
-
     inputs, targets, mask = padded_batch()
     model = make_model()
     optimizer = SGD(model.parameters(), lr=0.1)
@@ -111,8 +102,6 @@ def test_08_the_version_check_catches_an_optimizer_step_between_forward_and_back
 
 
 def _cubes():
-    from haaw import Function
-
     class Cube(Function):
         @staticmethod
         def forward(ctx, a):
@@ -132,10 +121,6 @@ def _cubes():
 
 
 def test_08_the_healthy_step_passes_and_the_cube_and_halved_uneven_microbatches_fail():
-    from haaw.course.nb08 import make_model, masked_mean, padded_batch, token_losses
-    from haaw.optim import SGD
-    from haaw.tools.audit import audit
-
     Cube, FixedCube = _cubes()
     x0 = np.array([0.5, -1.0, 2.0])
     model = make_model()
@@ -151,10 +136,6 @@ def test_08_the_healthy_step_passes_and_the_cube_and_halved_uneven_microbatches_
 
 
 def test_08_the_first_failing_check_of_each_exercise_step():
-    from haaw.course.exercises.nb08 import buggy_loss, per_token_loss
-    from haaw.course.nb08 import make_model, padded_batch, token_losses
-    from haaw.tools.audit import audit
-
     step_a = lambda L, m: ((L * m).sum(dim=1) / m.sum(axis=1)).mean()
     step_b = lambda L, m: (L * m).sum() / float(m.sum())
     step_c = lambda L, m: L.mean() * float(m.mean() > 0)
@@ -175,9 +156,6 @@ def _steps():
 
 
 def _audits():
-    from haaw.course.nb08 import make_model, padded_batch, token_losses
-    from haaw.tools.audit import audit
-
     step_a, step_b, step_c = _steps()
     return {"a": audit(make_model(), token_losses, step_a, padded_batch()),
             "b": audit(make_model(), token_losses, step_b, padded_batch(lengths=(5, 5, 5, 5)), accumulation=2,
@@ -186,9 +164,6 @@ def _audits():
 
 
 def test_08_what_the_exercise_checkers_say_about_each_check_is_what_the_audit_says():
-    from haaw.course.exercises import check
-    from haaw.course.exercises.nb08 import AUDITED, CHECKS
-
     for step, report in _audits().items():
         said = {("accumulation" if item.check.startswith("accumulation over") else
                  "gradcheck" if item.check.startswith("gradcheck of") else item.check): item.status
@@ -210,8 +185,6 @@ def test_08_what_the_exercise_checkers_say_about_each_check_is_what_the_audit_sa
 
 
 def test_08_four_unscaled_microbatch_means_give_four_times_the_gradient():
-    from haaw.course.nb08 import gradient, make_model, masked_mean, padded_batch, token_losses
-
     batch = padded_batch(lengths=(5, 5, 5, 5))
     _, one = gradient(make_model(), masked_mean, batch)
     model = make_model()
@@ -223,10 +196,6 @@ def test_08_four_unscaled_microbatch_means_give_four_times_the_gradient():
 
 
 def test_08_the_repair_exercise_has_two_bugs_and_is_not_step_c_again():
-    from haaw.course.exercises.nb08 import buggy_loss
-    from haaw.course.nb08 import make_model, padded_batch, token_losses
-    from haaw.tools.audit import audit
-
     step_a, _, step_c = _steps()
     inputs, targets, mask = padded_batch()
     losses = token_losses(make_model(), inputs, targets)

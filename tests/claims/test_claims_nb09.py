@@ -4,10 +4,15 @@ import re
 import numpy as np
 import pytest
 
+from haaw.course.exercises import check
+from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.course.exercises.nb09 import ring_all_reduce as reference
+from haaw.course.nb08 import gradient, make_model, masked_mean, padded_batch, token_losses
+from haaw.course.nb09 import initial_weights, make_data, model_with, Ring, ring_bytes_per_worker, ring_trace, shard_gradient, summed_loss
+from haaw.optim import SGD
+
 
 def test_09_accumulating_k_microbatches_of_loss_over_k_equals_one_big_batch():
-    from haaw.course.nb09 import initial_weights, make_data, model_with, summed_loss
-
     x, y = make_data(64)
     weights = initial_weights()
     big = model_with(weights)
@@ -21,7 +26,6 @@ def test_09_accumulating_k_microbatches_of_loss_over_k_equals_one_big_batch():
 
 def test_09_averaging_over_workers_equals_the_big_batch_simulated_and_real(stored_output):
     from haaw.course.nb09 import ring_all_reduce, ring_bytes_per_worker
-    from haaw.course.nb09 import initial_weights, make_data, shard_gradient
 
     x, y = make_data(64)
     weights = initial_weights()
@@ -46,8 +50,6 @@ def _flat(arrays):
 
 def test_09_simulated_data_parallel_training_keeps_every_worker_equal_to_one_big_batch():
     from haaw.course.exercises.nb09 import ring_all_reduce
-    from haaw.course.nb09 import Ring, initial_weights, make_data, model_with, summed_loss
-    from haaw.optim import SGD
 
     x, y = make_data(64)
     weights = initial_weights()
@@ -80,8 +82,6 @@ def test_09_simulated_data_parallel_training_keeps_every_worker_equal_to_one_big
 
 def test_09_averaging_per_worker_token_means_is_wrong_and_summing_token_weighted_losses_is_right():
     from haaw.course.exercises.nb09 import microbatch_loss, ring_all_reduce
-    from haaw.course.nb09 import Ring
-    from haaw.course.nb08 import gradient, make_model, masked_mean, padded_batch, token_losses
 
     inputs, targets, mask = padded_batch(lengths=(6, 3, 5, 2))
     _, big = gradient(make_model(), masked_mean, (inputs, targets, mask))
@@ -106,8 +106,6 @@ def test_09_averaging_per_worker_token_means_is_wrong_and_summing_token_weighted
 
 
 def test_09_the_ring_takes_2_n_minus_1_steps_and_every_worker_ends_with_every_contribution():
-    from haaw.course.nb09 import ring_trace
-
     for n in (2, 3, 5):
         lines = ring_trace(n).splitlines()
         steps = [line for line in lines if line.startswith(("reduce-scatter", "all-gather"))]
@@ -122,8 +120,6 @@ def test_09_the_ring_takes_2_n_minus_1_steps_and_every_worker_ends_with_every_co
 
 
 def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model():
-    from haaw.course.nb09 import ring_bytes_per_worker
-
     sent = [ring_bytes_per_worker(n, 14.0) for n in (2, 4, 8, 16, 64, 256)]
     assert sent == sorted(sent) and max(sent) < 28.0 and sent[1] == 21.0
     latency, bandwidth = 10e-6, 50e9
@@ -137,7 +133,6 @@ def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model():
 
 
 def test_09_the_course_ring_and_the_exercise_reference_agree_and_the_count_matches_the_formula():
-    from haaw.course.exercises.nb09 import ring_all_reduce as reference
     from haaw.course.nb09 import Ring, ring_all_reduce, ring_bytes_per_worker
 
     rng = np.random.default_rng(1)
@@ -156,9 +151,6 @@ def test_09_the_course_ring_and_the_exercise_reference_agree_and_the_count_match
 
 
 def test_09_the_ring_checker_rejects_a_sum_that_never_goes_around_the_ring():
-    from haaw.course.exercises import check
-    from haaw.course.exercises.core import CORRECT, WRONG
-
     def shortcut(buffers, send):
         total = np.sum(buffers, axis=0)
         return [total.copy() for _ in buffers]

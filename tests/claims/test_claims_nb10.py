@@ -1,4 +1,5 @@
 """The claims of notebook 10: each figure or causal claim the notebook states, asserted."""
+import inspect
 import re
 from collections import Counter
 
@@ -7,8 +8,12 @@ import pytest
 
 import haaw.nn.functional as F
 from haaw import Tensor
-from haaw.course.nb10 import GLOSSARY, CharTokenizer, TinyGPT, generate, load_story, random_batch
+from haaw.course.exercises import check, yours
+from haaw.course.exercises.nb10 import adam_step
+from haaw.course.nb10 import CharTokenizer, generate, GLOSSARY, load_story, random_batch, TinyGPT
+from haaw.engine import ops
 from haaw.optim import Adam
+from haaw.tools.flops import count_flops
 
 STORY = load_story()
 TOKENIZER = CharTokenizer(STORY)
@@ -43,8 +48,6 @@ def test_10_the_first_loss_is_near_ln_31_the_loss_of_an_even_guess_and_a_little_
 
 
 def test_10_generate_samples_at_temperature_0_8_by_default():
-    import inspect
-
     assert inspect.signature(generate).parameters["temperature"].default == 0.8
 
 
@@ -55,8 +58,6 @@ def test_10_haaw_s_gelu_is_the_tanh_form_with_the_cube():
 
 
 def test_10_backward_counts_about_twice_the_forward_flops_nearly_all_in_matrix_products():
-    from haaw.tools.flops import count_flops
-
     model = TinyGPT(len(TOKENIZER), seed=0)
     x, y = random_batch(DATA, 16, 32, np.random.default_rng(0))
     with count_flops() as counter:
@@ -70,8 +71,6 @@ def test_10_backward_counts_about_twice_the_forward_flops_nearly_all_in_matrix_p
 def test_10_the_engine_computes_a_cube_as_two_products_and_the_matmul_has_64_times_its_flops():
     """The notebook times NumPy's h**3 against h * h * h (that cell is not compared: times vary); what is
     fixed is that the engine's GELU cube goes through two products, and the flop counts it compares."""
-    from haaw.engine import ops
-
     h = np.random.default_rng(0).standard_normal((16, 32, 128))
     np.testing.assert_array_equal(ops._power(h, 3), h * h * h)
     x = Tensor(h, requires_grad=True)
@@ -81,9 +80,6 @@ def test_10_the_engine_computes_a_cube_as_two_products_and_the_matmul_has_64_tim
 
 
 def test_10_your_adam_step_gives_the_engine_s_losses_and_weights():
-    from haaw.course.exercises import check, yours
-    from haaw.course.exercises.nb10 import adam_step
-
     assert check("10-adam-step", adam_step).correct
     engine = TinyGPT(len(TOKENIZER), seed=0)
     engine_losses = _train(engine, Adam(engine.parameters(), lr=3e-3), 4)
