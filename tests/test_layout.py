@@ -88,3 +88,10 @@ def test_instruments_and_the_course_read_a_node_through_the_engine_s_accessors_o
             if private.search(line) and "self._" not in line:
                 found.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_no_instrument_depends_on_the_course():
+    """The tools observe the engine and nn; a course model's mirror (TinyGPT's) lives with the course."""
+    for path in (PACKAGE / "tools").glob("*.py"):
+        assert not {m for m in haaw_imports(path) if m.startswith("haaw.course")}, path.name
+        assert "TinyGPT" not in path.read_text() and "model.blocks" not in path.read_text(), path.name

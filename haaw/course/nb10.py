@@ -151,3 +151,21 @@ def glossary_quiz():
 
     button.on_click(on_click)
     return widgets.VBox(rows + [button, result])
+
+
+def tiny_gpt_in_torch(model, ids, torch):
+    """(logits, {id(haaw parameter): torch parameter}) for haaw TinyGPT ``model`` on token ``ids``: the same
+    model written in PyTorch, with the same weights, for notebook 10's cross-check."""
+    from ..tools.torch_mirror import block_in_torch
+
+    ids = np.asarray(ids)
+    T = ids.shape[1]
+    P = {id(p): torch.tensor(p.data, requires_grad=True) for p in (model.token, model.position)}
+    x = P[id(model.token)][torch.as_tensor(ids)] + P[id(model.position)][:T]
+    for block in model.blocks:
+        x, block_params = block_in_torch(block, x, None, torch, is_causal=True)  # PyTorch's own causal mask
+        P.update(block_params)
+    for p in model.ln.parameters() + model.head.parameters():
+        P[id(p)] = torch.tensor(p.data, requires_grad=True)
+    h = torch.nn.functional.layer_norm(x, x.shape[-1:], P[id(model.ln.weight)], P[id(model.ln.bias)], eps=model.ln.eps)
+    return h @ P[id(model.head.weight)] + P[id(model.head.bias)], P

@@ -1,8 +1,8 @@
 """The same transformer block in PyTorch, with haaw's weights, for cross-checks.
 
-Written once so that the tests and notebook 05 compare against the same thing. torch's
-``Linear`` stores the transpose of our W, so the weights are used here as plain tensors with
-``x @ W + b``, exactly as haaw computes it.
+Written once so that the tests, notebook 05 and the TinyGPT mirror of notebook 10 (in haaw/course/nb10.py)
+compare against the same thing. torch's ``Linear`` stores the transpose of our W, so the weights are used here
+as plain tensors with ``x @ W + b``, exactly as haaw computes it.
 """
 from __future__ import annotations
 
@@ -34,20 +34,3 @@ def block_in_torch(block, x, mask, torch, is_causal: bool = False):
     x = x + linear(block.attn.out, heads.transpose(1, 2).reshape(B, T, D))
     f = linear(block.ff.down, F.gelu(linear(block.ff.up, norm(block.ln2, x)), approximate="tanh"))
     return x + f, P
-
-
-def tiny_gpt_in_torch(model, ids, torch):
-    """(logits, {id(haaw parameter): torch parameter}) for haaw TinyGPT ``model`` on token ``ids``."""
-    import numpy as np
-
-    ids = np.asarray(ids)
-    T = ids.shape[1]
-    P = {id(p): torch.tensor(p.data, requires_grad=True) for p in (model.token, model.position)}
-    x = P[id(model.token)][torch.as_tensor(ids)] + P[id(model.position)][:T]
-    for block in model.blocks:
-        x, block_params = block_in_torch(block, x, None, torch, is_causal=True)  # PyTorch's own causal mask
-        P.update(block_params)
-    for p in model.ln.parameters() + model.head.parameters():
-        P[id(p)] = torch.tensor(p.data, requires_grad=True)
-    h = torch.nn.functional.layer_norm(x, x.shape[-1:], P[id(model.ln.weight)], P[id(model.ln.bias)], eps=model.ln.eps)
-    return h @ P[id(model.head.weight)] + P[id(model.head.bias)], P

@@ -5,8 +5,7 @@ import pytest
 import haaw.nn.functional as F
 from haaw.course.nb10 import GLOSSARY, TERMS, quiz_feedback
 from haaw.optim import Adam
-from haaw.course.nb10 import CharTokenizer, TinyGPT, generate, load_story, random_batch
-from haaw.tools.torch_mirror import tiny_gpt_in_torch
+from haaw.course.nb10 import CharTokenizer, TinyGPT, generate, load_story, random_batch, tiny_gpt_in_torch
 
 STORY = load_story()
 TOKENIZER = CharTokenizer(STORY)
