@@ -39,13 +39,14 @@ _NUMPY = str(Path(np.__file__).resolve().parent)
 
 @dataclass
 class Case:
-    label: str  # what a learner is told about the case: "hand-checkable: 2 × 3", "float32", ...
+    kind: str  # what kind of case, listed when a function passes: "hand-checkable", "float32", "a causal mask"
     args: tuple
+    detail: str = ""  # what this one is, said with the kind when a function fails it: "a = 2, b = 3"
     note: str = ""  # said when a function fails this case: what is special about it
 
     @property
-    def kind(self) -> str:
-        return self.label.split(":")[0].split(";")[0].split(", ")[0]
+    def label(self) -> str:
+        return f"{self.kind}: {self.detail}" if self.detail else self.kind
 
 
 @contextlib.contextmanager

@@ -91,7 +91,7 @@ register(CodeExercise(
              "d(a·b)/da and d(a·b)/db.",
     signature="mul_local(a, b) -> (a·b, (d/da, d/db))",
     reference=mul_local,
-    cases=lambda: [Case("hand-checkable: a = 2, b = 3", (2.0, 3.0)), Case("a negative factor", (-1.5, 4.0)),
+    cases=lambda: [Case("hand-checkable", (2.0, 3.0), detail="a = 2, b = 3"), Case("a negative factor", (-1.5, 4.0)),
                    Case("a zero", (0.0, 5.0)), Case("fractions", (0.25, -0.5))],
     outputs=("a·b", "d(a·b)/da", "d(a·b)/db"),
     run=_value_and_locals(2),
@@ -129,10 +129,10 @@ register(CodeExercise(
     reference=pow_local,
     # the cube comes first: at a = 4, n = 3 every mistake below gives its own number (with n = 2, 2·a and
     # n·aⁿ⁻¹ agree, and so do aⁿ⁻¹ and (n − 1)·aⁿ⁻¹; at a = 2, n = 3, 2·a and aⁿ⁻¹ agree)
-    cases=lambda: [Case("hand-checkable: 4 cubed", (4.0, 3.0)), Case("6 squared", (6.0, 2.0)),
+    cases=lambda: [Case("hand-checkable", (4.0, 3.0), detail="4 cubed"), Case("6 squared", (6.0, 2.0)),
                    Case("a square root", (4.0, 0.5)), Case("a negative exponent", (2.0, -1.0)),
                    Case("a negative base", (-3.0, 2.0)),
-                   Case("a = 0: the slope of a cube there is 0", (0.0, 3.0),
+                   Case("a = 0", (0.0, 3.0), detail="the slope of a cube there is 0",
                         note="n·aⁿ/a equals n·aⁿ⁻¹ everywhere but at a = 0, where it divides by zero")],
     outputs=("aⁿ", "d(aⁿ)/da"),
     run=_value_and_locals(1),

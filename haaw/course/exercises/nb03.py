@@ -92,14 +92,14 @@ def linear_backward(X, W, G):
 
 def _linear_cases():
     rng = np.random.default_rng(3)
-    cases = [Case("hand-checkable: the X, W, G above", (X, W, G)),
+    cases = [Case("hand-checkable", (X, W, G), detail="the X, W, G above"),
              Case("one example", (np.array([[1.0, -2.0, 0.5]]), W, np.array([[2.0, 1.0]])))]
     for B, n, m in ((5, 4, 3), (2, 6, 6), (8, 1, 5)):
-        cases.append(Case(f"random, batch {B}", (rng.standard_normal((B, n)), rng.standard_normal((n, m)),
-                                                 rng.standard_normal((B, m)))))
+        cases.append(Case("random", (rng.standard_normal((B, n)), rng.standard_normal((n, m)),
+                                     rng.standard_normal((B, m))), detail=f"batch {B}"))
     cases.append(Case("float32", tuple(rng.standard_normal(s).astype(np.float32) for s in ((6, 3), (3, 4), (6, 4)))))
-    cases.append(Case("a batch of sequences, (2, 5, 3) @ (3, 2)",
-                      (rng.standard_normal((2, 5, 3)), rng.standard_normal((3, 2)), rng.standard_normal((2, 5, 2))),
+    cases.append(Case("a batch of sequences",
+                      (rng.standard_normal((2, 5, 3)), rng.standard_normal((3, 2)), rng.standard_normal((2, 5, 2))), detail="(2, 5, 3) @ (3, 2)",
                       note="here X has three axes, (sequences, positions, inputs): X.T reverses all three. Every "
                            "position of every sequence is one row: X.reshape(-1, X.shape[-1]) makes them rows "
                            "(and G.reshape(-1, G.shape[-1]) likewise)"))
@@ -162,23 +162,23 @@ def unbroadcast(g, shape):
 def _unbroadcast_cases():
     rng = np.random.default_rng(4)
     g = np.arange(12.0).reshape(4, 3)
-    cases = [Case("hand-checkable: (4, 3) down to (3,)", (g, (3,))),
-             Case("hand-checkable: (4, 3) down to (4, 1)", (g, (4, 1))),
-             Case("hand-checkable: (4, 3) down to (1, 3)", (g, (1, 3))),
+    cases = [Case("hand-checkable", (g, (3,)), detail="(4, 3) down to (3,)"),
+             Case("hand-checkable", (g, (4, 1)), detail="(4, 3) down to (4, 1)"),
+             Case("hand-checkable", (g, (1, 3)), detail="(4, 3) down to (1, 3)"),
              Case("nothing to undo", (g, (4, 3))),
-             Case("down to a single number, shape ()", (g, ())),
-             Case("random: (2, 4, 3) down to (4, 1)", (rng.standard_normal((2, 4, 3)), (4, 1))),
-             Case("random: (5, 1, 6) down to (1, 1, 6)", (rng.standard_normal((5, 1, 6)), (1, 1, 6))),
-             Case("float32: (3, 2, 4) down to (2, 1)", (rng.standard_normal((3, 2, 4)).astype(np.float32), (2, 1))),
-             Case("two stretched axes: (3, 4, 5) down to (1, 4, 1)", (rng.standard_normal((3, 4, 5)), (1, 4, 1)),
+             Case("down to a single number", (g, ()), detail="shape ()"),
+             Case("random", (rng.standard_normal((2, 4, 3)), (4, 1)), detail="(2, 4, 3) down to (4, 1)"),
+             Case("random", (rng.standard_normal((5, 1, 6)), (1, 1, 6)), detail="(5, 1, 6) down to (1, 1, 6)"),
+             Case("float32", (rng.standard_normal((3, 2, 4)).astype(np.float32), (2, 1)), detail="(3, 2, 4) down to (2, 1)"),
+             Case("two stretched axes", (rng.standard_normal((3, 4, 5)), (1, 4, 1)), detail="(3, 4, 5) down to (1, 4, 1)",
                   note="both axes of length 1 were stretched: each must be summed, not only the first"),
-             Case("an added axis and a stretched one: (2, 3, 4, 5) down to (3, 1, 5)",
-                  (rng.standard_normal((2, 3, 4, 5)), (3, 1, 5)))]
+             Case("an added axis and a stretched one",
+                  (rng.standard_normal((2, 3, 4, 5)), (3, 1, 5)), detail="(2, 3, 4, 5) down to (3, 1, 5)")]
     for _ in range(6):  # generated: any number of added leading axes and stretched axes, in any places
         full = tuple(int(n) for n in rng.integers(2, 5, rng.integers(1, 5)))
         kept = full[rng.integers(0, len(full)):]
         shape = tuple(1 if rng.random() < 0.5 else n for n in kept)
-        cases.append(Case(f"generated: {full} down to {shape}", (rng.standard_normal(full), shape)))
+        cases.append(Case("generated", (rng.standard_normal(full), shape), detail=f"{full} down to {shape}"))
     return cases
 
 

@@ -76,11 +76,11 @@ def relu_backward(y, G):
 def _activation_cases(fn, hand):
     rng = np.random.default_rng(5)
     return [Case("hand-checkable", (fn(np.array(hand)), np.array([1.0, 2.0, -1.0, 0.5]))),
-            Case("random, (8, 5)", (fn(rng.standard_normal((8, 5)) * 2), rng.standard_normal((8, 5)))),
-            Case("a batch of sequences, (2, 4, 3)", (fn(rng.standard_normal((2, 4, 3))), rng.standard_normal((2, 4, 3)))),
+            Case("random", (fn(rng.standard_normal((8, 5)) * 2), rng.standard_normal((8, 5))), detail="(8, 5)"),
+            Case("a batch of sequences", (fn(rng.standard_normal((2, 4, 3))), rng.standard_normal((2, 4, 3))), detail="(2, 4, 3)"),
             Case("float32", (fn(rng.standard_normal((4, 6))).astype(np.float32),
                              rng.standard_normal((4, 6)).astype(np.float32))),
-            Case("saturated: inputs of ±30", (fn(np.array([-30.0, 30.0, 0.0])), np.ones(3)))]
+            Case("saturated", (fn(np.array([-30.0, 30.0, 0.0])), np.ones(3)), detail="inputs of ±30")]
 
 
 register(CodeExercise(
@@ -172,9 +172,9 @@ def _run_clip(fn, grads, max_norm):
 
 def _clip_cases():
     rng = np.random.default_rng(6)
-    return [Case("hand-checkable: [3, 1] and [4] (norm √26), max_norm 1", ([np.array([3.0, 1.0]), np.array([4.0])], 1.0)),
-            Case("already small enough: norm 5, max_norm 10", ([np.array([3.0, 0.0]), np.array([4.0])], 10.0)),
-            Case("random, four tensors", ([rng.standard_normal(s) * 3 for s in ((4, 3), (3,), (3, 2), (2,))], 2.0)),
+    return [Case("hand-checkable", ([np.array([3.0, 1.0]), np.array([4.0])], 1.0), detail="[3, 1] and [4] (norm √26), max_norm 1"),
+            Case("already small enough", ([np.array([3.0, 0.0]), np.array([4.0])], 10.0), detail="norm 5, max_norm 10"),
+            Case("random", ([rng.standard_normal(s) * 3 for s in ((4, 3), (3,), (3, 2), (2,))], 2.0), detail="four tensors"),
             Case("one tensor", ([rng.standard_normal((5, 5))], 0.5)),
             Case("all zero", ([np.zeros(3), np.zeros((2, 2))], 1.0), note="a zero gradient has norm 0: nothing to "
                  "clip, and no division by zero"),

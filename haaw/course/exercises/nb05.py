@@ -74,14 +74,14 @@ def _softmax(z):
 
 def _softmax_cases():
     rng = np.random.default_rng(7)
-    return [Case("hand-checkable: one row, s = (1/6, 1/3, 1/2)", (np.array([1 / 6, 1 / 3, 1 / 2]), np.array([1.0, 0.0, 2.0]))),
-            Case("a batch of rows, (4, 5)", (_softmax(rng.standard_normal((4, 5))), rng.standard_normal((4, 5)))),
-            Case("attention's shape, (2, 3, 4, 4)", (_softmax(rng.standard_normal((2, 3, 4, 4))),
-                                                     rng.standard_normal((2, 3, 4, 4)))),
+    return [Case("hand-checkable", (np.array([1 / 6, 1 / 3, 1 / 2]), np.array([1.0, 0.0, 2.0])), detail="one row, s = (1/6, 1/3, 1/2)"),
+            Case("a batch of rows", (_softmax(rng.standard_normal((4, 5))), rng.standard_normal((4, 5))), detail="(4, 5)"),
+            Case("attention's shape", (_softmax(rng.standard_normal((2, 3, 4, 4))),
+                                                     rng.standard_normal((2, 3, 4, 4))), detail="(2, 3, 4, 4)"),
             Case("float32", (_softmax(rng.standard_normal((3, 6))).astype(np.float32),
                              rng.standard_normal((3, 6)).astype(np.float32))),
-            Case("saturated rows: one weight near 1", (_softmax(rng.standard_normal((3, 5)) * 40), rng.standard_normal((3, 5)))),
-            Case("masked entries: weights exactly 0", (np.array([[0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]), np.ones((2, 3))),
+            Case("saturated rows", (_softmax(rng.standard_normal((3, 5)) * 40), rng.standard_normal((3, 5))), detail="one weight near 1"),
+            Case("masked entries", (np.array([[0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]), np.ones((2, 3))), detail="weights exactly 0",
                  note="a masked entry has weight 0 and must get gradient 0; a fully masked row gets 0 everywhere")]
 
 
@@ -173,16 +173,16 @@ def _attention_cases():
     causal = np.tril(np.ones((4, 4), dtype=bool))
     empty = causal.copy()
     empty[2] = False
-    return [Case("hand-checkable: 2 queries, 2 keys, d = 2, no mask", (np.array([[1.0, 0.0], [0.0, 1.0]]),
-                 np.array([[1.0, 1.0], [0.0, 2.0]]), np.array([[1.0, 2.0], [3.0, 4.0]]), None, np.ones((2, 2)))),
-            Case("no mask, T = 4, d = 3", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (None, rng.standard_normal((4, 3)))),
+    return [Case("hand-checkable", (np.array([[1.0, 0.0], [0.0, 1.0]]),
+                 np.array([[1.0, 1.0], [0.0, 2.0]]), np.array([[1.0, 2.0], [3.0, 4.0]]), None, np.ones((2, 2))), detail="2 queries, 2 keys, d = 2, no mask"),
+            Case("no mask", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (None, rng.standard_normal((4, 3))), detail="T = 4, d = 3"),
             Case("a causal mask", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (causal, rng.standard_normal((4, 3)))),
             Case("a fully masked query (row 2)", tuple(rng.standard_normal((4, 3)) for _ in range(3)) + (empty, rng.standard_normal((4, 3))),
                  note="query 2 may look at nothing: its output is 0, and its gradient must be 0, not nan"),
-            Case("batch and heads, (2, 2, 4, 8)", tuple(rng.standard_normal((2, 2, 4, 8)) for _ in range(3)) + (causal, rng.standard_normal((2, 2, 4, 8)))),
+            Case("batch and heads", tuple(rng.standard_normal((2, 2, 4, 8)) for _ in range(3)) + (causal, rng.standard_normal((2, 2, 4, 8))), detail="(2, 2, 4, 8)"),
             Case("float32", tuple(rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)) + (None, rng.standard_normal((4, 3)).astype(np.float32))),
-            Case("3 queries, 5 keys, d_k = 4, values of d_v = 2", (rng.standard_normal((3, 4)), rng.standard_normal((5, 4)),
-                 rng.standard_normal((5, 2)), None, rng.standard_normal((3, 2))),
+            Case("3 queries", (rng.standard_normal((3, 4)), rng.standard_normal((5, 4)),
+                 rng.standard_normal((5, 2)), None, rng.standard_normal((3, 2))), detail="5 keys, d_k = 4, values of d_v = 2",
                  note="queries and keys differ in number, and values in width: 1/√d_k comes from the keys' width")]
 
 

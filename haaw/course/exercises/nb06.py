@@ -193,8 +193,8 @@ register(CodeExercise(
              "argument of forward (None for fn).",
     signature="class CheckpointSegment(Function) with forward(ctx, fn, x) and backward(ctx, g)",
     reference=CheckpointSegment,
-    cases=lambda: [Case("two layers, width 4", (4, 2, 3, 0)), Case("three layers, width 8", (8, 3, 5, 1)),
-                   Case("six layers, width 16", (16, 6, 4, 2))],
+    cases=lambda: [Case("two layers", (4, 2, 3, 0), detail="width 4"), Case("three layers", (8, 3, 5, 1), detail="width 8"),
+                   Case("six layers", (16, 6, 4, 2), detail="width 16")],
     outputs=("the output", "dL/dx", "the parameters' gradients", "bytes kept by the forward pass, besides x"),
     run=_run_checkpoint,
     mistakes=[

@@ -96,7 +96,7 @@ def _run_scaler(fn, pattern):
 
 
 def _scaler_cases():
-    return [Case(f"PyTorch's GradScaler: {p['label']}", (p,)) for p in torch_reference()["gradscaler"]]
+    return [Case("PyTorch's GradScaler", (p,), detail=p["label"]) for p in torch_reference()["gradscaler"]]
 
 
 register(CodeExercise(
@@ -170,10 +170,10 @@ def _unscale_cases():
     rng = np.random.default_rng(9)
     true = [rng.standard_normal((4, 3)), rng.standard_normal(3)]
     overflow = [np.array([1.0, np.inf]), np.array([2.0])]
-    return [Case("hand-checkable: [3, 4] · 1024, max_norm 1", ([np.array([3.0, 4.0]) * 1024], 1024.0, 1.0)),
+    return [Case("hand-checkable", ([np.array([3.0, 4.0]) * 1024], 1024.0, 1.0), detail="[3, 4] · 1024, max_norm 1"),
             Case("a norm under max_norm", ([g * 256 for g in true], 256.0, 100.0)),
             Case("a norm over max_norm", ([g * 65536 for g in true], 65536.0, 0.5)),
-            Case("an overflow: one entry is inf", (overflow, 1024.0, 1.0)),
+            Case("an overflow", (overflow, 1024.0, 1.0), detail="one entry is inf"),
             Case("a nan", ([np.array([np.nan, 1.0])], 8.0, 1.0)),
             Case("float32", ([g.astype(np.float32) * 4096 for g in true], 4096.0, 1.0))]
 

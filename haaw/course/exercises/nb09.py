@@ -115,13 +115,13 @@ def _uses_what_it_receives(fn, buffers, results):
 def _ring_cases():
     rng = np.random.default_rng(10)
     hand = [np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) * (i + 1) for i in range(3)]
-    return [Case("hand-checkable: 3 workers, length 6", (hand,)),
-            Case("one worker: nothing to send", ([np.arange(4.0)],)),
+    return [Case("hand-checkable", (hand,), detail="3 workers, length 6"),
+            Case("one worker", ([np.arange(4.0)],), detail="nothing to send"),
             Case("2 workers", ([rng.standard_normal(8) for _ in range(2)],)),
-            Case("4 workers, length 10 (not a multiple of 4)", ([rng.standard_normal(10) for _ in range(4)],),
+            Case("4 workers", ([rng.standard_normal(10) for _ in range(4)],), detail="length 10 (not a multiple of 4)",
                  note="10 numbers do not split into 4 equal chunks: np.array_split allows chunks of 3, 3, 2, 2"),
-            Case("8 workers, length 5 (fewer numbers than workers)", ([rng.standard_normal(5) for _ in range(8)],)),
-            Case("5 workers, length 1000", ([rng.standard_normal(1000) for _ in range(5)],))]
+            Case("8 workers", ([rng.standard_normal(5) for _ in range(8)],), detail="length 5 (fewer numbers than workers)"),
+            Case("5 workers", ([rng.standard_normal(1000) for _ in range(5)],), detail="length 1000")]
 
 
 def _ring_variant(**mistake):
@@ -199,9 +199,9 @@ register(CodeExercise(
              "mean loss per real token. `total_tokens` is the number of real tokens in the whole batch.",
     signature="microbatch_loss(losses, mask, total_tokens) -> loss",
     reference=microbatch_loss,
-    cases=lambda: [Case("two microbatches: 9 and 7 real tokens", ((6, 3, 5, 2), [[0, 1], [2, 3]])),
+    cases=lambda: [Case("two microbatches", ((6, 3, 5, 2), [[0, 1], [2, 3]]), detail="9 and 7 real tokens"),
                    Case("four microbatches of one sequence", ((6, 3, 5, 2), [[0], [1], [2], [3]])),
-                   Case("uneven: 1 and 15 real tokens", ((1, 7, 4, 4), [[0], [1, 2, 3]]))],
+                   Case("uneven", ((1, 7, 4, 4), [[0], [1, 2, 3]]), detail="1 and 15 real tokens")],
     outputs=("the accumulated gradients",),
     run=_run_accumulation,
     mistakes=[

@@ -98,7 +98,7 @@ register(CodeExercise(
     signature="adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (p, m, v)",
     reference=adam_step,
     solution_code=ADAM_SOLUTION,
-    cases=lambda: [Case(f"torch.optim.Adam, step by step: {run['label']}", (run,)) for run in torch_reference()["adam"]],
+    cases=lambda: [Case("torch.optim.Adam", (run,), detail=f"step by step: {run['label']}") for run in torch_reference()["adam"]],
     expected=lambda case: np.array(case.args[0]["params"]),
     outputs=("the parameters after each step",),
     run=_run_adam,
