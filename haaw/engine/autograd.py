@@ -38,15 +38,19 @@ def topological_order(root: Node) -> list:
     A depth-first walk with a stack of its own. Each entry is a pair (node, parents_done): a node first comes
     off the stack with False, is marked visited, and goes back on with True, under its parents; when it comes
     off with True, every one of its parents is already in the order, so it is appended."""
-    order, visited, stack = [], set(), [(root, False)]
+    order, visited, stack = [], set(), [(root, False)]  # nodes hash by identity: no node defines ==
     while stack:
         node, parents_done = stack.pop()
         if parents_done:
             order.append(node)
-        elif id(node) not in visited:
-            visited.add(id(node))
+        elif node not in visited:
+            visited.add(node)
             stack.append((node, True))
-            stack.extend((parent, False) for parent in reversed(node._parents))  # the first parent comes off first
+            # the first parent comes off first; a parent already visited is in the order already (in a graph
+            # without cycles, a node cannot be among its own inputs), so it is not pushed again
+            for parent in reversed(node._parents):
+                if parent not in visited:
+                    stack.append((parent, False))
     return order
 
 
