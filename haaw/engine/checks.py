@@ -121,8 +121,10 @@ def number_format_error(dtype) -> str | None:
 def reshape_error(shape: tuple, to: tuple) -> str | None:
     """Why an array of ``shape`` cannot take the shape ``to`` (one entry may be -1: inferred), or None.
     The rule NumPy applies, stated, instead of trying it on an array."""
-    if not all(isinstance(n, (int, np.integer)) for n in to):
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) for n in to):
         return "the new shape holds something that is not an integer"
+    if any(n > np.iinfo(np.intp).max for n in to):
+        return "a size is larger than an array can have"
     if sum(n == -1 for n in to) > 1 or any(n < -1 for n in to):
         return "at most one entry may be -1 (inferred from the others), and no other entry may be negative"
     size, known = math.prod(shape), math.prod(n for n in to if n != -1)

@@ -26,6 +26,11 @@ class no_grad(ContextDecorator):
     def __init__(self, func=None):
         self._tokens = []  # a stack: the same decorator may be entered again by a recursive call
 
+    def _recreate_cm(self):
+        """As a decorator, a fresh instance for every call: two threads running the decorated function at once
+        each keep their own token (ContextDecorator would share this instance between them)."""
+        return type(self)()
+
     def __enter__(self):
         self._tokens.append(_grad_enabled.set(False))
         return self

@@ -34,9 +34,8 @@ _in_use: ContextVar[dict] = ContextVar("haaw_slots_in_use", default={})
 
 
 def slot(name: str, signature: str, adapter: Callable = lambda fn: fn) -> None:
-    """Declare a slot: ``adapter(fn)`` is what the engine's call site will call in place of its own code."""
-    if name in SLOTS:
-        raise ValueError(f"slot {name!r} is declared twice")
+    """Declare a slot: ``adapter(fn)`` is what the engine's call site will call in place of its own code. A module
+    reloaded (``importlib.reload``, IPython's autoreload) declares its slots again, which replaces them."""
     SLOTS[name] = Slot(name, signature, adapter)
 
 

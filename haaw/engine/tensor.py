@@ -349,8 +349,10 @@ class Tensor:
     # --- shapes ------------------------------------------------------------------------------
     def reshape(self, *shape):
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        if checks.reshape_error(self.data.shape, shape):
-            raise ValueError(f"reshape: cannot reshape {self.data.shape} ({self.data.size} numbers) into {shape}")
+        problem = checks.reshape_error(self.data.shape, shape)
+        if problem:
+            raise ValueError(f"reshape: cannot reshape {self.data.shape} ({self.data.size} numbers) into {shape}: "
+                             f"{problem}")
         return apply("reshape", self, shape=shape)
 
     view = reshape  # PyTorch's view never copies; haaw's reshape copies only where NumPy must

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import Function, Tensor, plugins
+from ..engine import Function, Tensor, checks, plugins
 from ..engine.ops import OPS, Context
 from ..engine.tensor import apply
 
@@ -204,17 +204,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"attention: {key.shape[-2]} keys but {value.shape[-2]} values")
     yours = None if return_weights else plugins.override("attention")  # your attention_backward (haaw.use)
-    if yours and scale is not None and scale != 1.0 / float(np.sqrt(d_k)):
+    if yours and scale is not None and not np.isclose(scale, d_k ** -0.5, rtol=1e-12, atol=0.0):
         raise ValueError(f"attention: your attention_backward assumes the scale 1/√d_k; this call asks for {scale:g}")
     if yours and added is not None:
         raise TypeError("attention: your attention_backward takes a boolean mask (True: may attend); this call "
                         "passes a floating-point mask, which is added to the scores")
     scale = 1.0 / float(np.sqrt(d_k)) if scale is None else scale
-    try:
-        batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-    except ValueError:
-        batch = query.shape[:-2]  # the product query @ keyᵀ below names the mismatch
-    scores_shape = (*batch, query.shape[-2], key.shape[-2])
+    problem = checks.shape_error("matmul", (query.data, np.swapaxes(key.data, -1, -2)) if key.ndim >= 2 else
+                                 (query.data, key.data))
+    if problem:  # the product query @ keyᵀ cannot be formed: say so before any mask is fitted to it
+        raise ValueError(f"attention: {problem}")
+    scores_shape = (*np.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.shape[-2], key.shape[-2])
     if is_causal:
         causal = np.tril(np.ones(scores_shape[-2:], dtype=bool))  # query i sees keys 0..i, as in PyTorch
         mask = causal if mask is None else mask & causal

@@ -242,3 +242,13 @@ def test_a_new_array_exercise_is_one_declaration_and_checks_itself(monkeypatch):
     assert "AᵀA" in str(check("99-outer", A.T @ A))
     assert check("99-outer", ...).status == NOT_ATTEMPTED
     assert check("99-outer", "not an array").status == UNREADABLE
+
+
+def test_an_answer_too_large_for_a_float_or_a_torch_bfloat16_array_is_read_as_the_learner_s():
+    assert "too large for a float" in str(check("02-fan-out", [10**400]))
+    assert "too large for a float" in str(check("03-dW", [[10**400, 0.0], [0.0, 0.0], [0.0, 0.0]]))
+    torch = pytest.importorskip("torch")
+    from haaw.course.exercises.nb03 import G, X
+
+    as_bf16 = torch.tensor(X.T @ G).to(torch.bfloat16)  # small integers: exact in bfloat16
+    assert check("03-dW", as_bf16).status == CORRECT

@@ -269,3 +269,53 @@ def test_an_instrument_active_in_one_context_counts_no_work_done_in_another():
         assert counter.total_forward == 0
         x @ x
         assert counter.total_forward == 2 * 4 * 4 * 4
+
+
+def test_a_function_decorated_with_no_grad_runs_in_two_threads_at_once():
+    import threading
+    import time
+
+    from haaw import no_grad
+
+    @no_grad
+    def slow(x, seconds):
+        time.sleep(seconds)
+        return x * 2
+
+    errors, x = [], Tensor(np.ones(2), requires_grad=True)
+
+    def run(seconds):
+        try:
+            assert not slow(x, seconds).requires_grad
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in (0.05, 0.2)]
+    threads[0].start()
+    time.sleep(0.01)  # the second call starts while the first is inside the function
+    threads[1].start()
+    for t in threads:
+        t.join()
+    assert errors == [] and (x * 2).requires_grad
+
+
+def test_reloading_a_module_that_declares_slots_declares_them_again():
+    import importlib
+
+    functional = importlib.reload(F)
+    assert "attention" in plugins.SLOTS and functional.scaled_dot_product_attention
+
+
+def test_your_attention_backward_takes_the_default_scale_written_as_a_power():
+    rng_ = np.random.default_rng(9)
+    q, k, v = (Tensor(rng_.standard_normal((2, 3, 8)), requires_grad=True) for _ in range(3))
+    with haaw.use(attention=attention_backward):
+        F.scaled_dot_product_attention(q, k, v, scale=8 ** -0.5)  # 8 ** -0.5 and 1 / np.sqrt(8) differ in the last bit
+
+
+def test_attention_names_a_query_and_key_that_cannot_be_multiplied_before_fitting_a_mask():
+    with pytest.raises(ValueError, match="both sides need at least 2 dimensions"):
+        F.scaled_dot_product_attention(Tensor(np.ones(8)), Tensor(np.ones((4, 8))), Tensor(np.ones((4, 8))))
+    with pytest.raises(ValueError, match=r"batch dimensions \(2,\) and \(3,\) do not broadcast"):
+        F.scaled_dot_product_attention(Tensor(np.ones((2, 4, 8))), Tensor(np.ones((3, 4, 8))), Tensor(np.ones((3, 4, 8))),
+                                       attn_mask=np.ones((3, 4, 4), dtype=bool))

@@ -404,6 +404,7 @@ def test_targets_changed_after_the_forward_pass_do_not_change_cross_entropy_s_gr
 @pytest.mark.parametrize("shape, to", [
     ((2, 3), (3, 2)), ((2, 3), (6,)), ((2, 3), (-1,)), ((2, 3), (4, -1)), ((2, 3), (-1, -1)), ((2, 3), (7,)),
     ((0, 3), (0, -1)), ((0, 3), (3, 0)), ((), (1, 1)), ((), ()), ((4,), (2, -2)), ((4,), (2.0, 2)),
+    ((1,), (True,)), ((0,), (2**70, 0)),
 ])
 def test_the_engine_s_reshape_rule_is_numpy_s(shape, to):
     """checks.reshape_error states NumPy's rule instead of trying it on an array; NumPy is the oracle, except

@@ -308,7 +308,11 @@ def _as_outputs(result, names, expected_count) -> tuple:
         if item is Ellipsis:
             raise LearnerError(f"{name} is still `...`: replace it with your code", NOT_ATTEMPTED)
         if hasattr(item, "detach") and type(item).__module__.startswith("torch"):
-            item = item.detach().cpu().numpy()
+            try:
+                item = item.detach().cpu().numpy()
+            except Exception:  # a format NumPy does not have (bfloat16): the learner's output, not the course's bug
+                raise LearnerError(f"{name} is a torch tensor of {item.dtype}, which NumPy cannot hold: return a NumPy "
+                                   "array (or a torch tensor in float32 or float64)") from None
         elif is_node(item):  # a haaw Tensor or Value
             item = item.data
         try:

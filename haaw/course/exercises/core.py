@@ -60,6 +60,8 @@ def _as_number(answer):
     if isinstance(answer, (list, tuple, np.ndarray)) or hasattr(answer, "__array__"):
         try:
             array = np.asarray(answer, dtype=np.float64)
+        except OverflowError:
+            return None, "Expected one number: " + "a number in your answer is too large for a float (floats stop near 1.8e308)."
         except (TypeError, ValueError):
             return None, f"Expected one number, got a {type(answer).__name__} that is not numeric."
         if array.size != 1:
@@ -211,11 +213,13 @@ def _as_array(answer):
     if kind == "Tensor":
         answer = answer.data  # a haaw Tensor holding the right numbers is a right answer
     elif kind == "torch tensor":
-        answer = answer.detach().cpu().numpy()
+        answer = answer.detach().cpu().double().numpy()  # double(): NumPy has no bfloat16 of torch's
     if isinstance(answer, (str, bytes, dict, bool)) or answer is None:
         return None, f"Expected a NumPy array, got {type(answer).__name__}."
     try:
         array = np.asarray(answer, dtype=np.float64)
+    except OverflowError:
+        return None, "Expected a NumPy array of numbers: " + "a number in your answer is too large for a float (floats stop near 1.8e308)."
     except (TypeError, ValueError):
         return None, f"Expected a NumPy array of numbers, got {type(answer).__name__} that is not one."
     if not np.all(np.isfinite(array)):
