@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Function, Tensor, checks, plugins
-from ..engine.ops import OPS, Context
+from ..engine.ops import OPS, Context, unbroadcast
 from ..engine.tensor import apply
 
 
@@ -256,7 +256,22 @@ class _AttentionWithYourBackward(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return (*ctx.yours(ctx.q, ctx.k, ctx.v, ctx.mask, g), None, None)
+        grads = ctx.yours(ctx.q, ctx.k, ctx.v, ctx.mask, g)
+        if isinstance(grads, (tuple, list)) and len(grads) == 3:  # otherwise Function names the wrong count
+            # an input broadcast across the batch (one key for every sequence) gets its gradient summed back
+            grads = [_summed_to(d, a.shape) for d, a in zip(grads, (ctx.q, ctx.k, ctx.v))]
+        return (*grads, None, None)
+
+
+def _summed_to(g, shape):
+    """``g`` summed down to ``shape`` where broadcasting stretched ``shape`` to it; any other shape as it is, for the
+    engine to refuse with the operation's name."""
+    g = np.asarray(g)
+    try:
+        stretched = np.broadcast_shapes(g.shape, shape) == g.shape and g.shape != shape
+    except ValueError:
+        stretched = False
+    return unbroadcast(g, shape) if stretched else g
 
 
 plugins.slot("attention", "attention_backward(Q, K, V, mask, G) -> (dQ, dK, dV) for softmax(QKᵀ/√d_k, masked) V")

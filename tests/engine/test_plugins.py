@@ -319,3 +319,22 @@ def test_attention_names_a_query_and_key_that_cannot_be_multiplied_before_fittin
     with pytest.raises(ValueError, match=r"batch dimensions \(2,\) and \(3,\) do not broadcast"):
         F.scaled_dot_product_attention(Tensor(np.ones((2, 4, 8))), Tensor(np.ones((3, 4, 8))), Tensor(np.ones((3, 4, 8))),
                                        attn_mask=np.ones((3, 4, 4), dtype=bool))
+
+
+def test_your_attention_backward_serves_a_key_and_value_shared_by_every_sequence():
+    """Keys and values of shape (T, d) broadcast across a batch of queries (B, T, d): the engine's own path sums
+    their gradients back over the batch, and so must the path that runs your attention_backward."""
+    rng_ = np.random.default_rng(11)
+    q0, k0, v0 = rng_.standard_normal((2, 4, 8)), rng_.standard_normal((4, 8)), rng_.standard_normal((4, 8))
+
+    def grads():
+        q, k, v = (Tensor(a, requires_grad=True) for a in (q0, k0, v0))
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+        return q.grad, k.grad, v.grad
+
+    expected = grads()
+    with haaw.use(attention=attention_backward):
+        ours = grads()
+    for a, b in zip(ours, expected):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
