@@ -231,36 +231,42 @@ def _matches(a: np.ndarray, b: np.ndarray, rtol: float) -> bool:
     return a.shape == b.shape and np.allclose(a, b, rtol=rtol, atol=rtol)
 
 
-def _not_given(key: str, answer) -> Feedback | None:
-    """The verdict when there is no answer yet (the ``...`` placeholder) or an empty one (None)."""
-    if answer is Ellipsis:
-        return Feedback(NOT_ATTEMPTED, f"Not attempted yet: replace the ... with your answer, then run the cell. "
-                                       f"Stuck? hint({key!r}) gives a nudge.")
-    if answer is None:
-        return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
-    return None
+@dataclass(kw_only=True)
+class _TypedAnswer(Exercise):
+    """An exercise answered with something typed (a number, an array, words): what the three types share, the
+    worked solution as text and the verdict when there is no answer yet. Each type reads a given answer in
+    ``_check_given``."""
+
+    solution: str = ""
+
+    def worked_solution(self) -> str:
+        return f"Solution: {self.solution}"
+
+    def check(self, answer) -> Feedback:
+        if answer is Ellipsis:
+            return Feedback(NOT_ATTEMPTED, f"Not attempted yet: replace the ... with your answer, then run the cell. "
+                                           f"Stuck? hint({self.key!r}) gives a nudge.")
+        if answer is None:
+            return Feedback(UNREADABLE, "Your answer is None: did the cell forget to assign or return a value?")
+        return self._check_given(answer)
+
+    def _check_given(self, answer) -> Feedback:
+        raise NotImplementedError
 
 
 @dataclass(kw_only=True)
-class NumberExercise(Exercise):
+class NumberExercise(_TypedAnswer):
     """An answer that is one number, typed as a number, a string ("2^38", "274.9e9", "16 bytes") or a sum."""
 
     answer: float
     mistakes: dict = field(default_factory=dict)  # {wrong number: why it is wrong}
-    solution: str = ""
     rtol: float = 1e-9  # relative: a count of 1,000,000 is not 999,999
     forms: tuple = ()  # other ways a learner may correctly write the answer (all must be accepted)
 
     def mistake_pairs(self) -> list:
         return list(self.mistakes.items())
 
-    def worked_solution(self) -> str:
-        return f"Solution: {self.solution}"
-
-    def check(self, answer) -> Feedback:
-        not_given = _not_given(self.key, answer)
-        if not_given:
-            return not_given
+    def _check_given(self, answer) -> Feedback:
         if isinstance(answer, str):
             answer, problem = _plain(answer)
             if problem:
@@ -283,24 +289,17 @@ class NumberExercise(Exercise):
 
 
 @dataclass(kw_only=True)
-class ArrayExercise(Exercise):
+class ArrayExercise(_TypedAnswer):
     """An answer that is an array (a NumPy array, a haaw Tensor or a torch tensor holding the numbers)."""
 
     answer: np.ndarray
     mistakes: tuple = ()  # ((wrong array, why it is wrong), ...)
-    solution: str = ""
     rtol: float = 1e-9
 
     def mistake_pairs(self) -> list:
         return list(self.mistakes)
 
-    def worked_solution(self) -> str:
-        return f"Solution: {self.solution}"
-
-    def check(self, answer) -> Feedback:
-        not_given = _not_given(self.key, answer)
-        if not_given:
-            return not_given
+    def _check_given(self, answer) -> Feedback:
         array, problem = _as_array(answer)
         if problem:
             return Feedback(UNREADABLE, problem)
@@ -326,24 +325,17 @@ class ArrayExercise(Exercise):
 
 
 @dataclass(kw_only=True)
-class ChoiceExercise(Exercise):
+class ChoiceExercise(_TypedAnswer):
     """An answer in words, one of ``choices`` (spelling, case, articles and end punctuation aside)."""
 
     answer: str | tuple  # the right words, or every accepted spelling of them
     choices: tuple  # every word the checker understands
     mistakes: dict = field(default_factory=dict)  # {wrong words: why they are wrong}
-    solution: str = ""
 
     def mistake_pairs(self) -> list:
         return list(self.mistakes.items())
 
-    def worked_solution(self) -> str:
-        return f"Solution: {self.solution}"
-
-    def check(self, answer) -> Feedback:
-        not_given = _not_given(self.key, answer)
-        if not_given:
-            return not_given
+    def _check_given(self, answer) -> Feedback:
         options = ", ".join(repr(c) for c in self.choices)
         if not isinstance(answer, str):
             return Feedback(UNREADABLE, f"Answer with words, one of: {options}.")
