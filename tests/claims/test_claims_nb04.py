@@ -184,6 +184,11 @@ def test_04_layernorm_s_constant_factor_is_relu_s_with_tanh_it_is_another_and_mo
     assert [f"{f:.3f}" for f in tanh] == ["1.038", "1.081", "1.275", "1.442"]
     assert all(a < b for a, b in zip(tanh, tanh[1:])) and tanh[-1] - tanh[0] > 0.3  # the scale no longer cancels
     assert all(f > 1.03 for f in tanh) and relu > 1.2  # neither factor is 1
+    # tanh's output spread cannot pass 1: it stops growing with the scale that Wᵀ multiplies in
+    spread = {s: np.mean([p["spread"] for p in numpy_stack(50, s, activation="tanh", normalise=True)[1][1:]])
+              for s in (0.5, 1.0, 3.0)}
+    assert 0.75 * 0.5 < spread[0.5] < 0.5  # at small scales nearly the scale itself: tanh is almost linear there
+    assert spread[3.0] < 1 and spread[3.0] / spread[1.0] < 1.5  # three times the weights, far less spread
     assert np.tanh(2 * 0.7) != pytest.approx(2 * np.tanh(0.7), rel=1e-2)  # tanh is not homogeneous
     z = np.random.default_rng(1).standard_normal(1000)
     assert np.allclose(np.maximum(2.5 * z, 0), 2.5 * np.maximum(z, 0))  # ReLU is
@@ -411,8 +416,11 @@ def numpy_train_from(W1, b1, W2, b2, steps=300, lr=0.5):
         got_gradient |= bool(np.any(dW1 != 0))
         W1, b1, W2, b2 = W1 - lr * dW1, b1 - lr * db1, W2 - lr * dW2, b2 - lr * db2
     units = np.concatenate([W1, b1[None], W2.T])
-    accuracy = np.mean(np.argmax(np.maximum(points @ W1 + b1, 0) @ W2 + b2, axis=1) == labels)
-    return loss, accuracy, np.max(np.abs(units - units[:, :1])), got_gradient
+    logits = np.maximum(points @ W1 + b1, 0) @ W2 + b2
+    accuracy = np.mean(np.argmax(logits, axis=1) == labels)
+    # what one hidden unit could compute: unit 0 alone, its output weights times the number of units
+    one_unit = np.maximum(points @ W1[:, :1] + b1[:1], 0) @ (len(b1) * W2[:1]) + b2
+    return loss, accuracy, np.max(np.abs(units - units[:, :1])), got_gradient, np.allclose(logits, one_unit, atol=1e-9)
 
 
 def test_04_weights_that_start_equal_stay_equal_and_zeros_never_get_a_gradient():
@@ -423,8 +431,9 @@ def test_04_weights_that_start_equal_stay_equal_and_zeros_never_get_a_gradient()
             params = first.weight.data, first.bias.data, second.weight.data, second.bias.data
         else:
             params = np.full((2, 16), start), np.zeros(16), np.full((16, 2), start), np.zeros(2)
-        loss, accuracy, spread, got_gradient = numpy_train_from(*params)
+        loss, accuracy, spread, got_gradient, one_unit = numpy_train_from(*params)
         shown[start] = (f"{loss:.3f}", f"{accuracy:.0%}", spread < 1e-12, got_gradient)
+        assert one_unit == (start != "random")  # equal units compute what a single hidden unit could
     assert shown == {"random": ("0.112", "96%", False, True), 0.5: ("0.304", "86%", True, True),
                      0.0: ("0.693", "50%", True, False)}
     assert f"{np.log(2):.3f}" == "0.693"  # a coin toss between two classes
