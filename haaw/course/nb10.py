@@ -378,17 +378,6 @@ def flat_weights(model: TinyGPT) -> np.ndarray:
     return np.concatenate([p.data.astype(np.float64).ravel() for p in model.parameters()])
 
 
-def longest_copy(sample: str, text: str) -> str:
-    """The longest piece of ``sample`` that appears, character for character, somewhere in ``text``."""
-    best = ""
-    for start in range(len(sample)):
-        length = len(best) + 1
-        while start + length <= len(sample) and sample[start:start + length] in text:
-            best = sample[start:start + length]
-            length += 1
-    return best
-
-
 def train_in_torch(recipe: Recipe, model: TinyGPT, batches, torch) -> tuple[list, list, list]:
     """The recipe's steps written again in PyTorch, from ``model``'s weights, on the given (x, y) batches:
     fp32 (or float64) parameters that ``torch.optim.Adam`` updates, ``torch.autocast("cpu", torch.bfloat16)``
