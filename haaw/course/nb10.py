@@ -272,13 +272,13 @@ class Worker:
         self.scaler = (DynamicLossScaler(recipe.init_scale, growth_interval=recipe.growth_interval)
                        if recipe.loss_scaling else None)
 
-    def gradient(self, recipe: Recipe, x, y, total_tokens: int) -> tuple[np.ndarray, float, int]:
-        """(this worker's gradient, flat, in the master format and still scaled; its summed loss; how many
-        of the micro-batches' gradient entries were exactly 0) over its share ``x``, ``y`` of the batch."""
+    def gradient(self, recipe: Recipe, x, y, total_tokens: int) -> tuple[np.ndarray, float]:
+        """(this worker's gradient, flat, in the master format and still scaled; its summed loss) over its
+        share ``x``, ``y`` of the batch."""
         model, vocab = self.model, len(self.model.token.data)
         scale = self.scaler.scale if self.scaler else 1.0
         total = [np.zeros(w.data.size, dtype=w.data.dtype) for w in self.weights]
-        summed, zeros = 0.0, 0
+        summed = 0.0
         pieces = [rows for rows in np.array_split(np.arange(len(x)), recipe.micro_batches) if len(rows)]
         for rows in pieces:
             model.zero_grad()
@@ -291,9 +291,8 @@ class Worker:
                 loss = losses / float(y[rows].size) / len(pieces)      # this piece's mean, ÷ the pieces
             (loss * scale).backward()
             for acc, p in zip(total, model.parameters()):
-                zeros += int(np.sum(p.grad == 0))
                 acc += p.grad.ravel().astype(acc.dtype)                # add up in the master format
-        return np.concatenate(total), summed, zeros
+        return np.concatenate(total), summed
 
     def update(self, recipe: Recipe, flat: np.ndarray, lr: float) -> tuple[bool, float]:
         """Unscale, check, clip, step, refresh the 16-bit model. (whether the step was taken, gradient norm)."""
@@ -320,13 +319,13 @@ class Worker:
 class Trainer:
     """Train TinyGPT with a ``Recipe``: every worker computes its share's gradient, the ring sums them, and
     each worker takes the same step. ``log`` keeps, per step: the batch's loss, the learning rate, the
-    gradient norm (inf on a skipped step), whether it was skipped, the loss scale, the zeros."""
+    gradient norm (inf on a skipped step), whether it was skipped, the loss scale."""
 
     def __init__(self, recipe: Recipe, vocab: int, seed: int = 0):
         self.recipe = recipe
         self.workers = [Worker(recipe, vocab, seed) for _ in range(recipe.workers)]
         self.step_count = 0
-        self.log = {"loss": [], "lr": [], "norm": [], "skipped": [], "scale": [], "zeros": []}
+        self.log = {"loss": [], "lr": [], "norm": [], "skipped": [], "scale": []}
         self.bytes_sent = 0
 
     @property
@@ -335,13 +334,13 @@ class Trainer:
 
     def step(self, x, y) -> float:
         recipe, n = self.recipe, len(self.workers)
-        shares = [rows for rows in np.array_split(np.arange(len(x)), n)]
-        grads, summed, zeros = [], 0.0, 0
+        shares = np.array_split(np.arange(len(x)), n)
+        grads, summed = [], 0.0
         for worker, rows in zip(self.workers, shares):
-            g, s, z = worker.gradient(recipe, x[rows], y[rows], total_tokens=y.size if n == 1 or recipe.all_reduce
+            g, s = worker.gradient(recipe, x[rows], y[rows], total_tokens=y.size if n == 1 or recipe.all_reduce
                                       else y[rows].size)
             grads.append(g)
-            summed, zeros = summed + s, zeros + z
+            summed += s
         if n > 1 and recipe.all_reduce:
             wires = Ring(n)
             reduced = ring(grads, wires)                                    # every worker gets the sum
@@ -355,24 +354,16 @@ class Trainer:
         self.step_count += 1
         loss = summed / y.size
         for key, value in (("loss", loss), ("lr", lr), ("norm", norm[0]), ("skipped", not taken[0]),
-                           ("scale", scaler.scale if scaler else 1.0), ("zeros", zeros)):
+                           ("scale", scaler.scale if scaler else 1.0)):
             self.log[key].append(value)
         return loss
 
-    def train(self, data: np.ndarray, steps: int, batch: int = 16, length: int = 32, seed: int = 0,
-              every: int = 0, held_out=None) -> dict:
-        """``steps`` steps on random windows of ``data``; with ``every`` and ``held_out`` (windows, targets),
-        the held-out loss every ``every`` steps, in ``log["held-out"]`` as (step, loss)."""
+    def train(self, data: np.ndarray, steps: int, batch: int = 16, length: int = 32, seed: int = 0) -> dict:
+        """``steps`` steps on random windows of ``data``, drawn as section 4's loop draws them; the log."""
         rng = np.random.default_rng(seed)
-        self.log.setdefault("held-out", [])
         for _ in range(steps):
-            if every and held_out is not None and self.step_count % every == 0:
-                self.log["held-out"].append((self.step_count, mean_loss(self.model, *held_out)))
             self.step(*random_batch(data, batch=batch, length=length, rng=rng))
-        if every and held_out is not None:
-            self.log["held-out"].append((self.step_count, mean_loss(self.model, *held_out)))
         return self.log
-
 
 def flat_weights(model: TinyGPT) -> np.ndarray:
     return np.concatenate([p.data.astype(np.float64).ravel() for p in model.parameters()])

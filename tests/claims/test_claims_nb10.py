@@ -219,7 +219,8 @@ def test_10_float32_saves_half_of_float64_and_16_bits_save_less_than_half_again(
     table = stored_output("10", 'for fmt in ("float64", "float32", "bfloat16", "float16"):')
     for fmt, peak, verdict in (("float64", peak64, "1e-12"), ("float32", peak32, "1e-06"),
                                ("bfloat16", peak_bf16, "1e-02"), ("float16", peak_fp16, "1e-03")):
-        assert re.search(rf"^{fmt}\s+{peak / 1024:,.0f} KiB\s+{peak / peak64:.0%}\s+3.412\s+within {verdict}$", table, re.M)
+        row = rf"^{fmt}\s+{peak / 1024:,.0f} KiB\s+{peak / peak64:.0%}\s+3.412\s+within {verdict}$"
+        assert re.search(row, table, re.M)
     assert "50%" in table and "40%" in table  # the prose's two shares
 
 
@@ -319,12 +320,14 @@ def test_10_clipping_the_scaled_gradient_leaves_a_step_65536_times_too_small(sto
 
 def test_10_the_schedule_warms_up_linearly_then_decays_along_half_a_cosine(stored_output):
     recipe = nb10.Recipe(lr=0.003, warmup=10, steps=60)
-    expected = {0: 0.0003, 4: 0.0015, 9: 0.003, 10: 0.003, 30: 0.003 * 0.5 * (1 + np.cos(np.pi * 20 / 50)), 59: 0.003 * 0.5 * (1 + np.cos(np.pi * 49 / 50))}
+    expected = {0: 0.0003, 4: 0.0015, 9: 0.003, 10: 0.003,
+                30: 0.003 * 0.5 * (1 + np.cos(np.pi * 20 / 50)), 59: 0.003 * 0.5 * (1 + np.cos(np.pi * 49 / 50))}
     for step, lr in expected.items():
         assert recipe.learning_rate(step) == pytest.approx(lr, rel=1e-12)
     read = stored_output("10", "learning rate with 10 warmup steps in 60")
     assert ", ".join(f"step {s}: {lr:.5f}" for s, lr in expected.items()) in read
-    no_warmup, warmup = map(float, re.findall(r"mean loss over steps 31-40 ([\d.]+)", stored_output("10", "for warm in (0, 10):")))
+    no_warmup, warmup = map(float, re.findall(r"mean loss over steps 31-40 ([\d.]+)",
+                                              stored_output("10", "for warm in (0, 10):")))
     assert warmup < no_warmup  # "the run with warmup ends with the lower loss"
 
 

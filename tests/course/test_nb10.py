@@ -84,7 +84,8 @@ def test_the_learning_rate_is_constant_without_warmup_and_reaches_zero_at_the_en
     assert [nb10.Recipe(lr=0.01).learning_rate(s) for s in (0, 50, 1000)] == [0.01] * 3
     recipe = nb10.Recipe(lr=0.01, warmup=4, steps=20)
     assert recipe.learning_rate(0) == pytest.approx(0.0025) and recipe.learning_rate(3) == pytest.approx(0.01)
-    assert recipe.learning_rate(20) == pytest.approx(0.0, abs=1e-15) and recipe.learning_rate(99) == pytest.approx(0.0, abs=1e-15)
+    assert recipe.learning_rate(20) == pytest.approx(0.0, abs=1e-15)
+    assert recipe.learning_rate(99) == pytest.approx(0.0, abs=1e-15)
 
 
 def test_the_trainer_s_dynamic_scaler_skips_overflowing_steps_halving_the_scale_and_then_trains():
