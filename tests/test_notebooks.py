@@ -105,7 +105,7 @@ def _gives_away(cell, answer):
         shown = len(token.replace(",", "").split("e")[0].replace(".", "").lstrip("0")) or 1
         if "." not in token:  # a whole number is exact: 100 is not 64
             shown = len(token.replace(",", "").split("e")[0].lstrip("0")) or 1
-        if not number or not answer or not (shown >= 2 or abs(answer) >= 10):
+        if not number or not math.isfinite(number) or not answer or not (shown >= 2 or abs(answer) >= 10):
             continue
         if abs(number - abs(answer)) <= 0.5 * 10 ** (math.floor(math.log10(number)) - shown + 1):  # half a last digit
             return True
