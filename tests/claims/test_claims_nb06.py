@@ -210,8 +210,6 @@ def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so
 
 def test_06_for_the_7b_model_the_activations_take_about_as_much_as_weights_gradients_and_optimizer_together():
     """Cell 0: "they can take as much memory as the weights, gradients and optimizer state together"."""
-    from haaw.course.nb06 import MODEL_7B, training_memory
-
     parts = training_memory(MODEL_7B, 1, 4096, precision="mixed")
     fixed = parts["weights"] + parts["gradients"] + parts["optimizer state"]
     assert 0.9 < parts["activations"] / fixed < 1.1
