@@ -63,11 +63,15 @@ class MLP:
         return [p for layer in self.layers for neuron in layer for p in neuron.parameters()]
 
 
+PATTERNS = {"+": "add distributes", "×": "multiply swaps", "max": "max routes"}
+
+
 def plot_gates(gates: dict, upstream: float, ax=None):
     """One panel per gate: its two inputs on the left with their values (black) and the gradient each received
     (colour), the gate in the middle, its output on the right with the upstream gradient that arrived there.
 
-    ``gates`` maps a gate's symbol ("+", "×", "max") to (a, b, out, a.grad, b.grad), computed by the engine."""
+    ``gates`` maps a gate's symbol ("+", "×", "max") to (a, b, out, a.grad, b.grad), computed by the engine; each
+    panel is titled with the gate's pattern."""
     import matplotlib.pyplot as plt
 
     from .style import PALETTE, SMALLEST_TEXT
@@ -75,17 +79,18 @@ def plot_gates(gates: dict, upstream: float, ax=None):
     fig, axes = plt.subplots(1, len(gates), figsize=(3.2 * len(gates), 2.6)) if ax is None else (ax.figure, ax)
     axes = np.atleast_1d(axes)
     for panel, (symbol, (a, b, out, grad_a, grad_b)) in zip(axes, gates.items()):
-        panel.set(xlim=(0, 10), ylim=(0, 10), xticks=[], yticks=[])
+        panel.set(xlim=(0, 12), ylim=(0, 10), xticks=[], yticks=[], aspect="equal")
+        panel.set_title(PATTERNS.get(symbol, symbol))
         for side in panel.spines.values():
             side.set_visible(False)
-        panel.add_patch(plt.Circle((5, 5), 1.1, fill=False, lw=1.5))
-        panel.text(5, 5, symbol, ha="center", va="center", fontsize=13)
-        for y, name, value, grad in ((8, "a", a, grad_a), (2, "b", b, grad_b)):
-            panel.annotate("", xy=(4.0, 5 + (y - 5) * 0.25), xytext=(1.4, y), arrowprops=dict(arrowstyle="->", lw=1))
-            panel.text(0.1, y + 0.9, f"{name} = {value:g}", fontsize=SMALLEST_TEXT)
-            panel.text(0.1, y - 1.5, f"grad {grad:g}", fontsize=SMALLEST_TEXT, color=PALETTE[3], weight="bold")
-        panel.annotate("", xy=(9.2, 5), xytext=(6.1, 5), arrowprops=dict(arrowstyle="->", lw=1))
-        panel.text(6.3, 6.0, f"out = {out:g}", fontsize=SMALLEST_TEXT)
-        panel.text(6.3, 3.4, f"upstream\n{upstream:g}", fontsize=SMALLEST_TEXT, color=PALETTE[3], weight="bold")
+        panel.add_patch(plt.Circle((6, 5), 1.3, fill=False, lw=1.5))
+        panel.text(6, 5, symbol, ha="center", va="center", fontsize=13 if len(symbol) == 1 else SMALLEST_TEXT)
+        for y, name, value, grad in ((8.3, "a", a, grad_a), (1.7, "b", b, grad_b)):
+            panel.annotate("", xy=(4.8, 5 + (y - 5) * 0.2), xytext=(2.9, y), arrowprops=dict(arrowstyle="->", lw=1))
+            panel.text(0, y + 0.5, f"{name} = {value:g}", fontsize=SMALLEST_TEXT)
+            panel.text(0, y - 1.1, f"grad {grad:g}", fontsize=SMALLEST_TEXT, color=PALETTE[3], weight="bold")
+        panel.annotate("", xy=(10.2, 5), xytext=(7.3, 5), arrowprops=dict(arrowstyle="->", lw=1))
+        panel.text(7.5, 5.6, f"out = {out:g}", fontsize=SMALLEST_TEXT)
+        panel.text(7.5, 2.6, f"upstream\n{upstream:g}", fontsize=SMALLEST_TEXT, color=PALETTE[3], weight="bold")
     fig.tight_layout()
     return fig
