@@ -466,3 +466,22 @@ plugins.slot("unbroadcast", "unbroadcast(g, shape) -> g summed down to shape")
 plugins.slot("tanh", "tanh_backward(y, G) -> dL/dx, where y = tanh(x)", lambda fn: lambda ctx, g: (fn(ctx.out, g),))
 plugins.slot("relu", "relu_backward(y, G) -> dL/dx, where y = relu(x)", lambda fn: lambda ctx, g: (fn(ctx.out, g),))
 plugins.slot("softmax", "softmax_backward(s, G) -> dL/dz along the last axis, where s = softmax(z)", _last_axis)
+
+
+# Cross-entropy (notebook 03): your function differentiates the mean over the B rows, (P − T)/B; this operation
+# returns one loss per row and receives one upstream gradient g[b] per row, so row b's gradient is B · yours[b] · g[b].
+# Your function gets the log-probabilities the forward kept: they differ from the logits by one number per row,
+# which changes neither the softmax nor the loss (the very reason subtracting the max is safe).
+def _rows_of_a_mean(fn):
+    def vjp(ctx, g):
+        out = fn(ctx.logp, ctx.targets)
+        grad = np.asarray(out[1] if isinstance(out, (tuple, list)) and len(out) == 2 else out)
+        if grad.shape != ctx.logp.shape:
+            return (grad,)  # the engine refuses it, naming the operation
+        return (grad * (len(ctx.targets) * g[:, None]),)
+    return vjp
+
+
+OPS["cross_entropy_rows"].slot = "cross_entropy"
+plugins.slot("cross_entropy", "cross_entropy_forward_backward(logits, targets) -> (loss, dL/dlogits) for the mean "
+             "over the rows", _rows_of_a_mean)

@@ -157,6 +157,9 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: 
         # round the result, as PyTorch does
         wide = [None if p is None else (p.to(np.float32) if isinstance(p, Tensor) else p) for p in (weight, bias)]
         return layer_norm(x.to(np.float32), shape, *wide, eps=eps).to(x.data.dtype)
+    yours = plugins.override("layer_norm")  # your layer_norm_backward (haaw.use)
+    if yours:
+        return _LayerNormWithYourBackward.apply(x, weight, bias, shape, eps, yours)
     dims = tuple(range(x.ndim - len(shape), x.ndim))
     centred = x - x.mean(dims, keepdim=True)
     variance = (centred * centred).mean(dims, keepdim=True)
@@ -166,6 +169,45 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: 
     if bias is not None:
         out = out + bias
     return out
+
+
+class _LayerNormWithYourBackward(Function):
+    """LayerNorm as one operation whose backward is your ``layer_norm_backward`` (the "layer_norm" slot). Your
+    function works on the last axis: several normalised axes are flattened into one for it, and a missing weight
+    is a weight of ones (its gradient is then not used)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, shape, eps, yours):
+        n = int(np.prod(shape))
+        flat = x.reshape(x.shape[:x.ndim - len(shape)] + (n,))
+        w = np.ones(n, dtype=x.dtype) if weight is None else np.asarray(weight).reshape(n)
+        centred = flat - flat.mean(axis=-1, keepdims=True)
+        x_hat = centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+        out = x_hat * w
+        if bias is not None:
+            out = out + np.asarray(bias).reshape(n)
+        ctx.flat, ctx.w, ctx.eps, ctx.yours = flat, w, eps, yours  # the function in use when the graph was built
+        ctx.x_shape, ctx.shape = x.shape, shape
+        return out.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        grads = ctx.yours(ctx.flat, ctx.w, g.reshape(ctx.flat.shape), ctx.eps)
+        if not (isinstance(grads, (tuple, list)) and len(grads) == 3):
+            return grads  # Function names the wrong count
+        dx, dw, db = (_reshaped(d, s) for d, s in zip(grads, (ctx.x_shape, ctx.shape, ctx.shape)))
+        weight_wants, bias_wants = ctx.needs_input_grad[1:3]
+        return dx, dw if weight_wants else None, db if bias_wants else None, None, None, None
+
+
+def _reshaped(g, shape):
+    """``g`` in ``shape`` if it holds that many numbers; otherwise as it is, for the engine to refuse by name."""
+    g = np.asarray(g)
+    return g.reshape(shape) if g.size == int(np.prod(shape)) else g
+
+
+plugins.slot("layer_norm", "layer_norm_backward(x, weight, G, eps) -> (dx, dweight, dbias) for "
+                           "y = (x − mean) / √(variance + eps) · weight + bias over the last axis")
 
 
 def causal_mask(length: int) -> np.ndarray:

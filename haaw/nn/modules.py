@@ -87,7 +87,11 @@ class Linear(Module):
             if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
                 raise ValueError(f"Linear: {name} must be a positive whole number, got {n!r}")
         rng = _rng(seed)
-        bound = 1.0 / np.sqrt(in_features)  # keeps the output's scale close to the input's
+        # PyTorch's default draw: uniform on ±1/√in_features. A uniform draw on (−a, a) has the standard deviation
+        # a/√3, so the weights' variance is 1/(3·in_features), a third of the 1/in_features that keeps a linear
+        # layer's output at its input's scale: each layer shrinks the signal by about √3 (√6 with a ReLU after
+        # it, whose rule is 2/in_features). Notebook 04 derives the rule and draws with it.
+        bound = 1.0 / np.sqrt(in_features)
         self.weight = Tensor(rng.uniform(-bound, bound, (in_features, out_features)).astype(dtype),
                              requires_grad=True, label="W")
         self.bias = (Tensor(rng.uniform(-bound, bound, out_features).astype(dtype), requires_grad=True, label="b")

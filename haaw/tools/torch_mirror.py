@@ -7,12 +7,13 @@ as plain tensors with ``x @ W + b``, exactly as haaw computes it.
 from __future__ import annotations
 
 
-def block_in_torch(block, x, mask, torch, is_causal: bool = False):
+def block_in_torch(block, x, mask, torch, is_causal: bool = False, params: dict | None = None):
     """(output, {id(haaw parameter): torch parameter}) for haaw ``block`` applied to torch ``x``.
 
-    ``mask`` (boolean, True = may attend) or ``is_causal`` are handed to PyTorch's own attention."""
+    ``mask`` (boolean, True = may attend) or ``is_causal`` are handed to PyTorch's own attention. ``params``:
+    torch tensors to use, keyed as returned (made from the block's weights if None)."""
     F = torch.nn.functional
-    P = {id(p): torch.tensor(p.data, requires_grad=True) for p in block.parameters()}
+    P = params if params is not None else {id(p): torch.tensor(p.data, requires_grad=True) for p in block.parameters()}
 
     def linear(layer, h):
         return h @ P[id(layer.weight)] + P[id(layer.bias)]

@@ -133,9 +133,15 @@ def test_03_the_two_moons_mlp_trains_to_the_same_losses_on_the_learner_s_linear_
             run.append(F.cross_entropy(model(Tensor(points)), labels).item())
         return np.array(run)
 
+    def counted_loss(logits, targets):
+        calls.append("loss")
+        return REGISTRY["03-cross-entropy"].reference(logits, targets)
+
     engine = train()
-    with plugins.use(linear=counted):
+    with plugins.use(linear=counted, cross_entropy=counted_loss):
         yours = train()
+    assert calls.count("loss") == 600  # every backward started at the learner's cross-entropy
+    calls[:] = [c for c in calls if c != "loss"]
     assert len(engine) == 601  # "after 600 steps": 600 updates, the loss measured after each and at the start
     assert len(calls) == 3 * 600  # three layers, every step: all their gradients came from linear_backward
     np.testing.assert_allclose(yours, engine, rtol=0, atol=1e-12)
@@ -174,3 +180,56 @@ def test_03_the_linear_backward_hint_s_reshape_works_inside_the_function_and_a_g
 def test_03_the_dX_checker_names_a_division_by_the_batch_size():
     assert "divided by the batch size" in check("03-dX", G @ W.T / 4).message
     assert "divided by the batch size" not in check("03-dX", G @ W.T).message
+
+
+def test_03_shape_valid_products_of_the_same_matrices_are_not_the_gradients():
+    """"A shape is a memory aid, not a proof": the three impostors have the gradients' shapes and other values."""
+    rng = np.random.default_rng(0)
+    X_, W_, G_ = rng.standard_normal((4, 3)), rng.standard_normal((3, 2)), rng.standard_normal((4, 2))
+    M = np.random.default_rng(1).standard_normal((2, 2))
+    dW, dX = X_.T @ G_, G_ @ W_.T  # from one entry of the sum, checked against finite differences in the first test
+    for product, gradient in ((X_.T @ G_ @ M, dW), (X_.T @ X_ @ X_.T @ G_, dW), (G_ @ W_.T @ W_ @ W_.T, dX)):
+        assert product.shape == gradient.shape and not np.allclose(product, gradient)
+
+
+def test_03_exp_overflows_past_709_8_and_the_stable_loss_of_the_two_rows_is_1_3133_and_800():
+    largest = np.finfo(np.float64).max
+    assert f"{largest:.1e}" == "1.8e+308" and f"{np.log(largest):.1f}" == "709.8"
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        assert np.isinf(np.exp(1000.0)) and np.exp(-800.0) == 0.0
+        naive = np.exp([1000.0, 999.0, 0.0]) / np.exp([1000.0, 999.0, 0.0]).sum()
+        assert np.isnan(naive[1])
+    # row (1000, 999, 0), target 1: −log P = log(1 + e^−1 + e^−1000) + 1, written out by hand
+    assert 1 + np.log1p(np.exp(-1.0)) == pytest.approx(1.3133, abs=5e-5)
+    # row (0, 800, 0), target 0: log(e^0 + e^800 + e^0) − 0 = 800 + log(1 + 2e^−800) = 800 to double precision
+    losses = F.cross_entropy(Tensor(np.array([[1000.0, 999.0, 0.0], [0.0, 800.0, 0.0]])), np.array([1, 0]),
+                             reduction="none").data
+    np.testing.assert_allclose(losses, [1 + np.log1p(np.exp(-1.0)), 800.0], rtol=1e-12)
+
+
+def test_03_central_differences_in_float32_go_wrong_where_float64_s_are_best():
+    """The table: the float64 error falls like h² to about 1e-10 near h = 1e-5; float32's is about 1e-2 at h = 1e-6."""
+    def cd(x, h):
+        return (x * x * x - (x - h) * (x - h) * (x - h) + (x + h) * (x + h) * (x + h) - x * x * x) / (2 * h)
+
+    exact = 3 * 0.7 ** 2
+    err64 = {h: abs(cd(0.7, h) - exact) / exact for h in (1e-2, 1e-3, 1e-5, 1e-7)}
+    assert err64[1e-2] == pytest.approx(1e-4 / 1.47, rel=0.1)  # h²/1.47: the central difference's own error
+    assert err64[1e-3] < 1e-6 and err64[1e-5] < 1e-9 and err64[1e-7] > err64[1e-5]
+    x32, h32 = np.float32(0.7), np.float32(1e-6)
+    with np.errstate(all="ignore"):
+        d32 = (x32 + h32) ** np.float32(3) - (x32 - h32) ** np.float32(3)
+    exact32 = 3 * float(x32) ** 2
+    assert 1e-3 < abs(float(d32 / (2 * h32)) - exact32) / exact32 < 1e-1
+
+
+def test_03_a_central_difference_across_relu_s_corner_averages_the_two_slopes():
+    h = 1e-6
+    relu = lambda v: max(v, 0.0)  # noqa: E731
+    assert (relu(0.0 + h) - relu(0.0 - h)) / (2 * h) == pytest.approx(0.5)
+    assert (relu(1e-7 + h) - relu(1e-7 - h)) / (2 * h) == pytest.approx(0.55)
+    x = Tensor(np.array([0.0, 1e-7]), requires_grad=True)
+    x.relu().sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0]  # the engine's convention at 0, and the true slope just right of it
+    report = gradcheck(lambda v: v.relu().sum(), np.array([-0.5, 0.0, 1e-7, 0.8]), names=["x"])
+    assert not report.ok

@@ -14,7 +14,7 @@ from haaw.course.datasets import two_moons
 from haaw.course.exercises import check
 from haaw.course.exercises.nb04 import clip_grad_norm
 from haaw.course.nb04 import deep_stack_grad_norms
-from haaw.nn import MLP
+from haaw.nn import MLP, Linear
 from haaw.nn.utils import clip_grad_norm_
 from haaw.optim import SGD
 
@@ -53,7 +53,7 @@ def numpy_stack(depth, init_scale=1.0, *, activation="relu", residual=False, nor
             g_h = g_u
         if residual:
             g_h = g_h + g
-        parts.append({"sigma": z.std(), "spread": h_in.std(axis=-1).mean(),
+        parts.append({"sigma": z.std(), "z_rms": np.sqrt(np.mean(z**2)), "a_rms": np.sqrt(np.mean(a**2)), "spread": h_in.std(axis=-1).mean(),
                       "relu_and_W": np.linalg.norm(g_u) / np.linalg.norm(g),
                       "through_ln": np.linalg.norm(g_h) / np.linalg.norm(g_u)})
         norms.append(np.linalg.norm(g_h))
@@ -89,6 +89,9 @@ def test_04_depth_multiplies_and_the_plain_stack_vanishes_or_explodes():
     # "ten percent per layer ... about two orders of magnitude; even four percent (0.96⁵⁰ ≈ 0.13) is nearly one"
     assert [f"{abs(np.log10(f ** 50)):.1f}" for f in (0.9, 1.1, 0.96)] == ["2.3", "2.1", "0.9"]
     assert f"{0.96**50:.2f}" == "0.13" and 0.5 < -np.log10(0.96**50) < 1
+    # "scaling He's weights by 0.9 or 1.1 ... a first-layer gradient 0.00172 times the last layer's, or 32 times it"
+    assert f"{numpy_stack(50, 0.9)[0][0] / numpy_stack(50, 0.9)[0][-1]:.3g}" == "0.00172"
+    assert f"{numpy_stack(50, 1.1)[0][0] / numpy_stack(50, 1.1)[0][-1]:.0f}" == "32"
     # near misses: rounded too far gets the rounding message; the answer as a percentage is told so
     for rounded in (0.005, "0.005", 0.0052):
         assert "rounded to" in check("04-product", rounded).message
@@ -117,9 +120,26 @@ def test_04_scaling_the_weights_scales_every_relu_layer_s_factor_exactly():
         assert measured == pytest.approx(s * he, rel=1e-12)  # not noise: exactly s times He's own factor
         assert f"{measured:.3f}" == shown
     tanh = factor(numpy_stack(50, 1.0, activation="tanh")[0])
-    assert f"{tanh:.3f}" == "0.958"  # "loses about 4% per layer"
-    tanh_norms = numpy_stack(50, 1.0, activation="tanh")[0]
-    assert 0.5 < -np.log10(tanh_norms[0] / tanh_norms[-1]) < 1  # "nearly one order of magnitude" (section 2)
+    assert f"{tanh:.3f}" == "0.958"  # the tanh stack's average factor per layer
+
+
+def test_04_the_tanh_stack_loses_most_of_its_gradient_in_its_first_ten_layers_where_z_is_largest():
+    norms, parts = numpy_stack(50, 1.0, activation="tanh")
+    early, late = (norms[0] / norms[10]) ** (1 / 10), (norms[10] / norms[49]) ** (1 / 39)
+    assert (f"{early:.3f}", f"{1 - early:.0%}", f"{late:.3f}", f"{1 - late:.0%}") == ("0.883", "12%", "0.979", "2%")
+    share = np.log(norms[0] / norms[10]) / np.log(norms[0] / norms[-1])
+    assert f"{share:.0%}" == "59%" and share > 0.5  # most of the loss, in a fifth of the layers
+    assert f"{factor(norms):.3f}" == "0.958" and early < 0.958 < late  # "about 4%" is only the average
+    z = [p["z_rms"] for p in parts]
+    assert [f"{z[i]:.2f}" for i in (0, 10, 49)] == ["0.99", "0.22", "0.10"]
+    assert all(p["a_rms"] < p["z_rms"] for p in parts)  # every tanh shrinks what it receives, |tanh(z)| < |z|
+    assert z[0] > z[10] > z[49]
+    assert f"{1 - np.tanh(1.0) ** 2:.2f}" == "0.42"  # tanh's slope at 1, where the data enters
+    # where z is small, tanh's mean slope is near 1; where it is about 1, it is not
+    rng = np.random.default_rng(0)
+    for scale, low, high in ((0.99, 0.5, 0.7), (0.10, 0.97, 1.0)):
+        slope = np.mean(1 - np.tanh(scale * rng.standard_normal(100_000)) ** 2)
+        assert low < slope < high
 
 
 def test_04_he_s_scale_keeps_the_mean_square_but_the_typical_factor_falls_short_at_finite_width():
@@ -156,6 +176,32 @@ def test_04_layernorm_alone_amplifies_by_the_same_factor_at_every_init_scale():
         ln = np.exp(np.mean(np.log([p["through_ln"] * p["spread"] for p in parts[1:-1]])))
         assert (f"{spread:.3f}", f"{relu:.3f}", f"{ln:.3f}") == ("0.573", "0.695", "1.008")
         assert relu * ln / spread == pytest.approx(1.2250, abs=0.002)
+
+
+def test_04_layernorm_s_constant_factor_is_relu_s_with_tanh_it_is_another_and_moves_with_the_scale():
+    relu = factor(numpy_stack(50, 1.0, normalise=True)[0], start=1)
+    tanh = [factor(numpy_stack(50, s, activation="tanh", normalise=True)[0], start=1) for s in (0.5, 1.0, 2.0, 3.0)]
+    assert [f"{f:.3f}" for f in tanh] == ["1.038", "1.081", "1.275", "1.442"]
+    assert all(a < b for a, b in zip(tanh, tanh[1:])) and tanh[-1] - tanh[0] > 0.3  # the scale no longer cancels
+    assert all(f > 1.03 for f in tanh) and relu > 1.2  # neither factor is 1
+    # tanh's output spread cannot pass 1: it stops growing with the scale that Wᵀ multiplies in
+    spread = {s: np.mean([p["spread"] for p in numpy_stack(50, s, activation="tanh", normalise=True)[1][1:]])
+              for s in (0.5, 1.0, 3.0)}
+    assert 0.75 * 0.5 < spread[0.5] < 0.5  # at small scales nearly the scale itself: tanh is almost linear there
+    assert spread[3.0] < 1 and spread[3.0] / spread[1.0] < 1.5  # three times the weights, far less spread
+    assert np.tanh(2 * 0.7) != pytest.approx(2 * np.tanh(0.7), rel=1e-2)  # tanh is not homogeneous
+    z = np.random.default_rng(1).standard_normal(1000)
+    assert np.allclose(np.maximum(2.5 * z, 0), 2.5 * np.maximum(z, 0))  # ReLU is
+    # the normal-z prediction: ReLU(z)'s spread 0.584 σ, the gradient kept on half the entries 0.707, ratio 1.211
+    big = np.random.default_rng(2).standard_normal(2_000_000)
+    assert np.maximum(big, 0).std() == pytest.approx(np.sqrt(0.5 - 0.5 / np.pi), rel=2e-3)
+    assert f"{np.sqrt(0.5 - 0.5 / np.pi):.3f}" == "0.584" and f"{1 / np.sqrt(2):.3f}" == "0.707"
+    assert f"{1 / np.sqrt(2) / np.sqrt(0.5 - 0.5 / np.pi):.3f}" == "1.211"
+    # "every branch input is normalised": what LayerNorm hands the branch has mean 0 and variance 1 per row
+    h = np.random.default_rng(3).standard_normal((32, 64)) * 7 + 3
+    out = F.layer_norm(Tensor(h), (64,)).data
+    np.testing.assert_allclose(out.mean(axis=-1), 0, atol=1e-12)
+    np.testing.assert_allclose(out.var(axis=-1), 1, rtol=1e-5)
 
 
 def test_04_saturation_tanh_and_sigmoid_slopes_vanish_and_sigmoid_s_never_exceeds_a_quarter():
@@ -269,3 +315,143 @@ def test_04_clipping_rescues_the_bad_init_but_the_norm_stays_above_the_threshold
     assert f"{he_losses[-1]:.3f}" == "0.076" and he_norms[-1] < 1.0 and np.all(np.isfinite(he_losses))
     assert np.all(he_norms[8:] < 1.0) and he_norms[20:].max() < 0.7  # "well below the threshold after the first steps"
     assert f"{np.sqrt(6):.2f}" == "2.45" and f"{4 / np.sqrt(6):.2f}" == "1.63"
+
+
+# --- initialisation: the variance rule, the deep stack's signal, symmetry, and Linear's default draw ---------------
+
+
+def numpy_signal_scale(std, relu, depth=50, width=256, batch=64, seed=1):
+    """The notebook's forward-only stack (same draws, same order), in NumPy: the root mean square of h per layer."""
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal((batch, width))
+    scales = [np.sqrt(np.mean(h**2))]
+    for _ in range(depth):
+        z = h @ rng.normal(0.0, std, (width, width))
+        h = np.maximum(z, 0) if relu else z
+        scales.append(np.sqrt(np.mean(h**2)))
+    return np.array(scales)
+
+
+def test_04_variance_one_over_fan_in_keeps_the_mean_square_and_a_relu_halves_it():
+    rng = np.random.default_rng(1)  # the notebook's one layer
+    h = rng.standard_normal((1000, 256))
+    z = h @ rng.normal(0.0, np.sqrt(1 / 256), (256, 256))
+    shown = (f"{np.mean(h**2):.3f}", f"{np.mean(z**2):.3f}", f"{np.mean(np.maximum(z, 0) ** 2):.3f}")
+    assert shown == ("0.997", "0.992", "0.495")
+    # the rule, over many draws: mean(z²) = fan-in · v · mean(h²), and ReLU keeps half of it
+    for fan_in, v in ((16, 0.3), (200, 1 / 200), (50, 2 / 50)):
+        hs = rng.standard_normal((4000, fan_in)) * 1.7
+        zs = hs @ rng.normal(0.0, np.sqrt(v), (fan_in, 400))
+        assert np.mean(zs**2) == pytest.approx(fan_in * v * np.mean(hs**2), rel=0.05)
+        assert np.mean(np.maximum(zs, 0) ** 2) == pytest.approx(0.5 * np.mean(zs**2), rel=0.03)
+
+
+def test_04_the_exercise_s_rule_keeps_the_signal_s_scale_over_fifty_layers_and_its_mistakes_do_not():
+    from haaw.course.exercises.nb04 import init_std
+
+    n = 256
+    assert init_std((n, n), "relu") == np.sqrt(2 / n) and init_std((n, n), "linear") == np.sqrt(1 / n)
+    assert init_std((784, 256), "relu") == pytest.approx(np.sqrt(2) / 28) and init_std((3, 500), "linear") == \
+        pytest.approx(1 / np.sqrt(3))  # fan-in is shape[0] in haaw's layout
+    relu, linear = numpy_signal_scale(np.sqrt(2 / n), True), numpy_signal_scale(np.sqrt(1 / n), False)
+    assert (f"{relu[-1]:.3g}", f"{relu.min():.2f}", f"{relu.max():.2f}") == ("1.26", "0.84", "1.52")
+    assert (f"{linear[-1]:#.3g}", f"{linear.min():.2f}", f"{linear.max():.2f}") == ("1.00", "0.97", "1.10")
+    assert f"{relu[0]:.2f}" == "0.99"
+    kept = np.concatenate([relu, linear])
+    assert kept.min() > 0.8 and kept.max() < 1.6  # level on a chart from 1e-10 to 1e10
+    forgot = numpy_signal_scale(1 / np.sqrt(n), True)
+    outside = numpy_signal_scale(2 / np.sqrt(n), True)
+    over_n = numpy_signal_scale(np.sqrt(2) / n, True)
+    assert (f"{forgot[-1]:.3g}", f"{outside[-1]:.3g}", f"{over_n[-1]:.3g}") == ("3.77e-08", "4.24e+07", "7.87e-61")
+    per_layer = lambda s: (s[-1] / s[0]) ** (1 / 50)  # noqa: E731
+    assert per_layer(forgot) == pytest.approx(1 / np.sqrt(2), rel=0.03)  # "falls by √2 per layer"
+    assert per_layer(outside) == pytest.approx(np.sqrt(2), rel=0.03)  # "grows by √2 per layer"
+    assert per_layer(over_n) == pytest.approx(1 / 16, rel=0.03)  # "sixteen-fold (√256)"
+    assert np.all(np.diff(np.log(forgot)) < 0) and np.all(np.diff(np.log(outside)) > 0)  # steadily
+    assert np.argmax(over_n < 1e-10) <= 10  # out of the picture within ten layers
+
+
+def test_04_square_layers_keep_the_gradient_s_mean_square_with_the_same_variance():
+    rng = np.random.default_rng(4)
+    n = 256
+    W = rng.normal(0.0, np.sqrt(2 / n), (n, n))
+    z = rng.standard_normal((2000, n))
+    g = rng.standard_normal((2000, n))
+    back = (g * (z > 0)) @ W.T  # ReLU's backward, then Wᵀ: a sum over the fan-out
+    assert np.mean(back**2) == pytest.approx(np.mean(g**2), rel=0.05)
+
+
+def test_04_pytorch_draws_the_same_rule_and_its_tanh_gain_is_five_thirds():
+    torch = pytest.importorskip("torch")
+    from haaw.course.exercises.nb04 import init_std
+
+    for nonlinearity in ("linear", "relu"):
+        assert init_std((784, 256), nonlinearity) == pytest.approx(
+            torch.nn.init.calculate_gain(nonlinearity) / np.sqrt(784), rel=1e-12)
+        torch.manual_seed(0)
+        w = torch.nn.init.kaiming_normal_(torch.empty(256, 784, dtype=torch.float64), mode="fan_in",
+                                          nonlinearity=nonlinearity)
+        assert w.numel() == 200_704 and abs(w.std().item() / init_std((784, 256), nonlinearity) - 1) < 0.01
+    assert torch.nn.init.calculate_gain("tanh") == pytest.approx(5 / 3)
+    assert torch.nn.init.calculate_gain("relu") == pytest.approx(np.sqrt(2))
+
+
+def numpy_train_from(W1, b1, W2, b2, steps=300, lr=0.5):
+    """The notebook's 2-16-2 ReLU network trained with plain SGD, its backward written out in NumPy."""
+    points, labels = two_moons(256, noise=0.15, seed=2)
+    W1, b1, W2, b2 = (np.array(a, dtype=np.float64) for a in (W1, b1, W2, b2))
+    T = np.eye(2)[labels]
+    got_gradient = False
+    for _ in range(steps):
+        z = points @ W1 + b1
+        h = np.maximum(z, 0)
+        logits = h @ W2 + b2
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        P = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+        loss = -np.mean(np.log(P[np.arange(len(labels)), labels]))
+        G = (P - T) / len(labels)
+        dW2, db2 = h.T @ G, G.sum(axis=0)
+        dz = (G @ W2.T) * (z > 0)
+        dW1, db1 = points.T @ dz, dz.sum(axis=0)
+        got_gradient |= bool(np.any(dW1 != 0))
+        W1, b1, W2, b2 = W1 - lr * dW1, b1 - lr * db1, W2 - lr * dW2, b2 - lr * db2
+    units = np.concatenate([W1, b1[None], W2.T])
+    logits = np.maximum(points @ W1 + b1, 0) @ W2 + b2
+    accuracy = np.mean(np.argmax(logits, axis=1) == labels)
+    # what one hidden unit could compute: unit 0 alone, its output weights times the number of units
+    one_unit = np.maximum(points @ W1[:, :1] + b1[:1], 0) @ (len(b1) * W2[:1]) + b2
+    return loss, accuracy, np.max(np.abs(units - units[:, :1])), got_gradient, np.allclose(logits, one_unit, atol=1e-9)
+
+
+def test_04_weights_that_start_equal_stay_equal_and_zeros_never_get_a_gradient():
+    first, second = MLP([2, 16, 2], seed=3).layers  # the notebook's random start (its numbers only)
+    shown = {}
+    for start in ("random", 0.5, 0.0):
+        if start == "random":
+            params = first.weight.data, first.bias.data, second.weight.data, second.bias.data
+        else:
+            params = np.full((2, 16), start), np.zeros(16), np.full((16, 2), start), np.zeros(2)
+        loss, accuracy, spread, got_gradient, one_unit = numpy_train_from(*params)
+        shown[start] = (f"{loss:.3f}", f"{accuracy:.0%}", spread < 1e-12, got_gradient)
+        assert one_unit == (start != "random")  # equal units compute what a single hidden unit could
+    assert shown == {"random": ("0.112", "96%", False, True), 0.5: ("0.304", "86%", True, True),
+                     0.0: ("0.693", "50%", True, False)}
+    assert f"{np.log(2):.3f}" == "0.693"  # a coin toss between two classes
+
+
+def test_04_linear_s_default_draw_has_a_third_of_the_variance_that_keeps_the_scale():
+    n = 512
+    layer = Linear(n, n, seed=0)
+    assert np.abs(layer.weight.data).max() <= 1 / np.sqrt(n)  # uniform on ±1/√fan-in, as PyTorch's default
+    assert layer.weight.data.std() == pytest.approx(1 / np.sqrt(3 * n), rel=0.01)  # a/√3
+    x = np.random.default_rng(0).standard_normal((2000, n))
+    out = layer(Tensor(x)).data
+    assert np.sqrt(np.mean(out**2) / np.mean(x**2)) == pytest.approx(1 / np.sqrt(3), rel=0.03)  # shrinks by √3
+    h = x
+    for k in range(5):  # with a ReLU after each layer: by √6 per layer
+        h = np.maximum(Linear(n, n, bias=False, seed=k + 1)(Tensor(h)).data, 0)
+    assert (np.mean(h**2) / np.mean(x**2)) ** (1 / 10) == pytest.approx(1 / np.sqrt(6), rel=0.03)
+    # He's rule drawn uniformly: the bound √(6/fan-in), whose variance a²/3 is 2/fan-in; √6 times Linear's bound
+    assert (np.sqrt(6 / n) ** 2) / 3 == pytest.approx(2 / n) and np.sqrt(6 / n) / (1 / np.sqrt(n)) == pytest.approx(
+        np.sqrt(6))
+    assert (1 / (3 * n)) / (2 / n) == pytest.approx(1 / 6)  # "a sixth of He's 2/fan-in"

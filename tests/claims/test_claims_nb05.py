@@ -209,3 +209,231 @@ def test_05_float32_stays_float32_in_the_reference_and_a_float32_preserving_answ
                 outputs = outputs if isinstance(outputs, tuple) else (outputs,)
                 arrays = [np.asarray(o) for o in outputs if np.ndim(o) > 0]
                 assert arrays and all(a.dtype == np.float32 for a in arrays), (key, c.label)
+
+
+# --- saturation, said precisely (section 2) ---------------------------------------------------------------
+def _softmax_np(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def test_05_the_saturation_curve_is_the_mean_over_200_random_unit_upstream_vectors():
+    z = np.random.default_rng(1).standard_normal(16) * 3
+    s = _softmax_np(z)
+    J = np.diag(s) - np.outer(s, s)
+    g = np.random.default_rng(0).standard_normal((200, 16))
+    g /= np.linalg.norm(g, axis=1, keepdims=True)
+    assert softmax_gradient_norm(z) == pytest.approx(np.mean(np.linalg.norm(g @ J, axis=1)), rel=1e-12)
+
+
+def test_05_saturation_crushes_a_bounded_upstream_gradient_but_not_cross_entropy_s():
+    z = np.array([30.0, 0.0, 0.0, 0.0])
+    s = _softmax_np(z)
+    J = np.diag(s) - np.outer(s, s)
+
+    def log_softmax_at(z_, t):  # log-sum-exp, for finite differences of cross-entropy
+        return z_[t] - (z_.max() + np.log(np.sum(np.exp(z_ - z_.max()))))
+
+    for t, ce_size, plain_size in ((1, "1.414", "1.3e-13"), (0, "3.2e-13", "3.2e-13")):
+        ce = s - np.eye(4)[t]  # cross-entropy through the softmax: P − T
+        plain = J.T @ -np.eye(4)[t]  # L = −s_t: an upstream gradient of length 1
+        assert (f"{np.linalg.norm(ce):.3f}" if np.linalg.norm(ce) > 1e-3 else f"{np.linalg.norm(ce):.1e}") == ce_size
+        assert f"{np.linalg.norm(plain):.1e}" == plain_size
+        h = 1e-5
+        fd = np.array([(-log_softmax_at(z + h * e, t) + log_softmax_at(z - h * e, t)) / (2 * h) for e in np.eye(4)])
+        assert np.allclose(fd, ce, atol=1e-8)
+        # the engine's composite −log(softmax(z))[t], as the notebook computes it, gives the same
+        zt = Tensor(z, requires_grad=True)
+        (-zt.softmax().log()[t]).backward()
+        assert np.allclose(zt.grad, ce, rtol=1e-6, atol=1e-15)
+    # the upstream gradient of cross-entropy is −1/s_t: it grows as s_t shrinks
+    assert 1 / s[1] > 1e12
+    # inside attention the softmax's upstream gradient dP = G Vᵀ does not depend on the weights: scaling the scores
+    # up leaves it alone and crushes the gradient of the scores
+    rng = np.random.default_rng(3)
+    q, k, v, G = rng.standard_normal((4, 8)), rng.standard_normal((4, 8)), rng.standard_normal((4, 8)), rng.standard_normal((4, 8))
+    sizes = []
+    for scale in (1.0, 100.0):
+        P = np.apply_along_axis(_softmax_np, -1, scale * q @ k.T)
+        dP = G @ v.T
+        dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+        sizes.append(np.linalg.norm(dS))
+    assert sizes[1] < 1e-6 * sizes[0]
+
+
+# --- masks (section 5 and Going further) ------------------------------------------------------------------
+def test_05_a_key_padding_mask_alone_leaves_every_query_a_key_but_with_a_causal_mask_and_left_padding_it_does_not():
+    for pad in ([True, False, False, False], [False, False, True, True], [True, True, False, False]):
+        is_pad = np.array(pad)
+        key_padding = np.broadcast_to(~is_pad, (4, 4))
+        assert key_padding.any(axis=1).all()  # a padding query still sees the real keys
+        both = key_padding & np.tril(np.ones((4, 4), dtype=bool))
+        empty = np.flatnonzero(~both.any(axis=1))
+        first_real = int(np.argmin(is_pad))
+        assert list(empty) == list(range(first_real))  # left padding empties the rows before the first real token
+
+
+def test_05_a_finite_minimum_keeps_masked_weights_at_0_and_turns_a_fully_masked_row_uniform():
+    rng = np.random.default_rng(6)
+    S, V = rng.standard_normal((4, 4)), rng.standard_normal((4, 3))
+    allowed = np.tril(np.ones((4, 4), dtype=bool))
+    allowed[2] = False
+    added = S + np.where(allowed, 0.0, np.finfo(np.float64).min)
+    W = np.apply_along_axis(_softmax_np, -1, added)
+    expected = _attention_numpy(S, allowed)
+    assert np.array_equal(W[[0, 1, 3]] == 0, ~allowed[[0, 1, 3]])
+    assert np.allclose(W[[0, 1, 3]], expected[[0, 1, 3]])
+    assert np.allclose(W[2], 0.25) and not np.isnan(W).any()
+    assert np.allclose(W[2] @ V, V.mean(axis=0))
+
+
+# --- the block's other pieces (section 7) ------------------------------------------------------------------
+def test_05_splitting_into_heads_is_a_reshape_and_a_swap_whose_backward_moves_the_gradient_back():
+    from haaw.nn.modules import SelfAttention
+
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal((2, 5, 12))
+    attn = SelfAttention(12, heads=3, seed=0)
+    x = Tensor(x0, requires_grad=True)
+    heads = attn.split_heads(x)
+    for h in range(3):  # head h holds features h·4 .. h·4 + 3 of every token
+        assert np.array_equal(heads.data[:, h], x0[:, :, 4 * h:4 * h + 4])
+    G = rng.standard_normal(heads.shape)
+    heads.backward(G)
+    back = np.zeros_like(x0)
+    for h in range(3):
+        back[:, :, 4 * h:4 * h + 4] = G[:, h]
+    assert np.array_equal(x.grad, back)
+    assert not np.array_equal(x0.reshape(2, 3, 5, 4)[:, 0], heads.data[:, 0])  # without the swap, tokens mix
+
+
+def test_05_layer_norm_s_backward_paths_and_formula():
+    rng = np.random.default_rng(8)
+    x, G, w, eps = rng.standard_normal((3, 6)), rng.standard_normal((3, 6)), 1 + rng.standard_normal(6), 1e-5
+    n = x.shape[-1]
+    sigma_of = lambda a: np.sqrt(a.var(axis=-1, keepdims=True) + eps)
+    h = 1e-6
+    # ∂σ/∂x_j = x̂_j / n, by finite differences
+    x_hat = (x - x.mean(-1, keepdims=True)) / sigma_of(x)
+    dsigma = np.stack([(sigma_of(x + h * e) - sigma_of(x - h * e))[:, 0] / (2 * h) for e in np.eye(n)], axis=1)
+    assert np.allclose(dsigma, x_hat / n, atol=1e-8)
+    # the formula against finite differences of L = Σ G ⊙ (x̂ ⊙ w + b)
+    loss = lambda a: np.sum(G * ((a - a.mean(-1, keepdims=True)) / sigma_of(a) * w))
+    fd = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = h
+        fd[i] = (loss(x + e) - loss(x - e)) / (2 * h)
+    g = G * w
+    formula = (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)) / sigma_of(x)
+    assert np.allclose(formula, fd, rtol=1e-6, atol=1e-8)
+    torch = pytest.importorskip("torch")
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    bt = torch.zeros(6, dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.layer_norm(xt, (6,), wt, bt, eps).backward(torch.tensor(G))
+    assert np.allclose(formula, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert np.allclose((G * x_hat).sum(0), wt.grad.numpy()) and np.allclose(G.sum(0), bt.grad.numpy())
+
+
+def _gelu_slope(x):
+    c = np.sqrt(2 / np.pi)
+    t = np.tanh(c * (x + 0.044715 * x**3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * c * (1 + 3 * 0.044715 * x**2)
+
+
+def test_05_gelu_s_slope_formula_and_its_shape():
+    x = np.linspace(-4, 4, 81)
+    gelu = lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a**3)))  # written here, not haaw's
+    h = 1e-6
+    assert np.allclose(_gelu_slope(x), (gelu(x + h) - gelu(x - h)) / (2 * h), rtol=1e-7, atol=1e-9)
+    xt = Tensor(x, requires_grad=True)
+    F.gelu(xt).backward(np.ones_like(x))
+    assert np.allclose(xt.grad, _gelu_slope(x), rtol=1e-10)
+    slopes = _gelu_slope(x)
+    assert (f"{slopes.min():.3f}", f"{x[slopes.argmin()]:.1f}") == ("-0.129", "-1.4")
+    assert (f"{slopes.max():.3f}", f"{x[slopes.argmax()]:.1f}") == ("1.129", "1.4")
+    fine = np.linspace(-6, 0, 600001)
+    negative = fine[_gelu_slope(fine) < 0]
+    assert negative.max() == pytest.approx(-0.75, abs=0.01)  # below about −0.75 the slope is negative
+    assert _gelu_slope(np.array([0.0]))[0] == 0.5 and abs(_gelu_slope(np.array([8.0]))[0] - 1) < 1e-6
+    torch = pytest.importorskip("torch")
+    tt = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.gelu(tt, approximate="tanh").sum().backward()
+    assert np.allclose(tt.grad.numpy(), slopes, rtol=1e-10)
+
+
+def test_05_dropout_s_backward_needs_the_forward_s_mask():
+    p, seed = 0.25, 2024
+    x, G = np.random.default_rng(6).standard_normal(10), np.random.default_rng(7).standard_normal(10)
+    mask = lambda gen: gen.random(10) >= p
+    loss = lambda a: np.sum(G * a * mask(np.random.default_rng(seed)) / (1 - p))
+    h = 1e-6
+    fd = np.array([(loss(x + h * e) - loss(x - h * e)) / (2 * h) for e in np.eye(10)])
+    gen = np.random.default_rng(seed)
+    first, again = mask(gen), mask(gen)
+    assert np.allclose(G * first / (1 - p), fd, rtol=1e-7, atol=1e-9)
+    assert not np.allclose(G * again / (1 - p), fd, rtol=1e-7, atol=1e-9)
+    ones = np.ones(1_000_000)
+    assert f"{np.mean(ones * mask_of(np.random.default_rng(0), ones.shape, p) / (1 - p)):.3f}" == "1.000"
+    torch = pytest.importorskip("torch")  # PyTorch's checkpointing restores the RNG state: the same mask again
+    from torch.utils.checkpoint import checkpoint
+
+    def grads(use_checkpoint):
+        torch.manual_seed(0)
+        a = torch.ones(1000, dtype=torch.float64, requires_grad=True)
+        f = lambda t: torch.nn.functional.dropout(t, p=0.5, training=True) * 2
+        (checkpoint(f, a, use_reentrant=False) if use_checkpoint else f(a)).sum().backward()
+        return a.grad.numpy()
+    assert np.array_equal(grads(True), grads(False))
+
+
+def mask_of(gen, shape, p):
+    return gen.random(shape) >= p
+
+
+# --- the block (section 8) ----------------------------------------------------------------------------------
+def test_05_the_block_is_pre_norm_with_a_feed_forward_network_widening_16_to_64():
+    block = TransformerBlock(16, heads=4, seed=1)
+    assert block.ff.up.weight.shape == (16, 64) and block.ff.down.weight.shape == (64, 16)
+    x = Tensor(np.random.default_rng(0).standard_normal((1, 4, 16)))
+    h = x + block.attn(block.ln1(x))  # LayerNorm inside the branch; the + adds to x itself
+    ff = block.ff.down(F.gelu(block.ff.up(block.ln2(h))))
+    assert np.allclose(block(x).data, (h + ff).data)
+
+
+def test_05_the_block_trains_on_the_learner_s_three_functions_through_the_engine_s_losses():
+    from haaw.course.exercises.nb05 import layer_norm_backward
+    from haaw.optim import SGD
+
+    calls = {"layer_norm": 0}
+
+    def mine_ln(*args):
+        calls["layer_norm"] += 1
+        return layer_norm_backward(*args)
+
+    for key, fn in (("05-softmax-backward", softmax_backward), ("05-attention-backward", attention_backward),
+                    ("05-layer-norm-backward", mine_ln)):
+        assert check(key, fn).correct
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((2, 6, 16))
+    target = np.concatenate([np.zeros((2, 1, 16)), x0[:, :-1]], axis=1)
+
+    def train(steps=60):
+        model = TransformerBlock(16, heads=4, seed=1)
+        opt = SGD(model.parameters(), lr=0.1)
+        losses = []
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = ((model(Tensor(x0), mask=F.causal_mask(6)) - Tensor(target)) ** 2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    own = train()
+    calls["layer_norm"] = 0
+    with yours(softmax=softmax_backward, attention=attention_backward, layer_norm=mine_ln) as plugged:
+        assert plugged.all
+        ours = train()
+    assert calls["layer_norm"] == 2 * 60  # both LayerNorms, every step
+    assert np.allclose(ours, own, rtol=1e-9, atol=0) and own[-1] < 0.5 * own[0]

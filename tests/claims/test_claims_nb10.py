@@ -95,8 +95,8 @@ def test_10_your_adam_step_gives_the_engine_s_losses_and_weights():
 def test_10_after_training_a_handful_of_story_words_where_there_were_none(stored_output):
     """Section 4's 300 training steps are not run a second time here: the figures are read from what the
     notebook printed (see the stored_output fixture), and the words are counted again from its sample."""
-    first, last = map(float, re.match(r"loss: ([\d.]+) over the first 20 steps, ([\d.]+) over the last 20\n",
-                                          stored_output("10", "adam_losses = train(")).groups())
+    first, last = map(float, re.search(r"training loss: ([\d.]+) over the first 20 steps, ([\d.]+) over the last 20\n",
+                                           stored_output("10", "adam_losses, held_losses = train(")).groups())
     assert first > last + 1.0
     sample, _, counts = stored_output("10", "after = nb10.generate(").partition("the story has ")
     story_words = Counter(re.findall("[a-z]+", STORY))
@@ -130,3 +130,260 @@ def test_10_the_glossary_covers_the_source_s_ten_terms_and_emerges():
     definitions = dict(GLOSSARY)
     assert "not an extra hidden mechanism" in definitions["emerges"]
     assert "no part of it" in definitions["optimizer"]  # backpropagation versus optimizer
+
+
+# --- section 4: the held-out text, memorisation, one batch overfitted -------------------------------------------
+from haaw.course import nb10  # noqa: E402
+from haaw.tools.memory import track_memory  # noqa: E402
+
+TRAIN, HELD = nb10.split(DATA, held_out=0.1)
+
+
+def _flat_grad(model):
+    return np.concatenate([p.grad.astype(np.float64).ravel() for p in model.parameters()])
+
+
+def test_10_the_split_keeps_the_last_tenth_back_and_measures_it_on_20_windows(stored_output):
+    assert len(TRAIN) == round(0.9 * len(DATA)) == 1686 and len(HELD) == len(DATA) - 1686 == 187
+    np.testing.assert_array_equal(np.concatenate([TRAIN, HELD]), DATA)
+    windows, targets = nb10.windows(HELD)
+    assert len(windows) == len(range(0, 187 - 33, 8)) == 20
+    np.testing.assert_array_equal(windows[:, 1:], targets[:, :-1])
+    printed = stored_output("10", "adam_losses, held_losses = train(")
+    assert printed.startswith("training text: 1,686 characters; held-out text: 187 characters, 20 windows\n")
+
+
+def test_10_the_held_out_loss_turns_and_climbs_while_the_training_loss_falls(stored_output):
+    """Memorisation, read from the stored run: the held-out loss has its lowest point inside the run, ends more
+    than 0.2 above it, while the training loss ends far below both."""
+    printed = stored_output("10", "adam_losses, held_losses = train(")
+    held = [(int(s), float(l)) for s, l in re.findall(r"(\d+): ([\d.]+)", printed.split("held-out loss at step")[1])]
+    assert [s for s, _ in held] == list(range(0, 301, 25))
+    assert held[0][1] == pytest.approx(np.log(31), abs=0.1)
+    best_step, best = min(held, key=lambda pair: pair[1])
+    assert 0 < best_step < 300 and held[-1][1] > best + 0.2
+    assert all(b >= a for (_, a), (_, b) in zip(held[-5:], held[-4:]))  # it climbs over the last 100 steps
+    read = stored_output("10", "best_step, best_loss = min(")
+    assert f"lowest {best:.2f} at step {best_step}; {held[-1][1]:.2f} at step 300" in read
+    assert "more than 0.2: True" in read
+    train_end, held_end = map(float, re.search(r"training windows ([\d.]+), held-out windows ([\d.]+)", read).groups())
+    assert train_end < 1.5 < best < held_end
+    # "28,511 numbers against 1,686 characters": both as printed by the cells the prose points to
+    assert "28,511 numbers" in stored_output("10", "tokenizer = nb10.CharTokenizer(story)")
+
+
+def test_10_the_loop_overfits_one_batch_and_the_planted_bug_does_not(stored_output):
+    read = stored_output("10", "def overfit(")
+    sane, buggy = re.findall(r"loss ([\d.]+) at the first step, ([\d.]+) after 60; below 0.1: (\w+)", read)
+    assert float(sane[1]) < 0.1 and sane[2] == "True"
+    assert buggy[2] == "False" and abs(float(buggy[1]) - float(buggy[0])) < 0.05
+    # the bug itself: an optimizer handed copies never changes the model's weights
+    model = TinyGPT(len(TOKENIZER), dim=16, heads=2, layers=1, context=16, seed=0)
+    before = [p.data.copy() for p in model.parameters()]
+    copies = [Tensor(p.data.copy(), requires_grad=True) for p in model.parameters()]
+    optimizer = Adam(copies, lr=1e-2)
+    x, y = random_batch(TRAIN, 4, 16, np.random.default_rng(3))
+    for _ in range(3):
+        optimizer.zero_grad()
+        F.cross_entropy(model(x).reshape(-1, 31), y.reshape(-1)).backward()
+        optimizer.step()
+    assert all(np.array_equal(p.data, b) for p, b in zip(model.parameters(), before))
+
+
+# --- section 5: one step with everything ---------------------------------------------------------------------
+X1, Y1 = random_batch(TRAIN, 16, 32, np.random.default_rng(0))
+
+
+def _whole_batch_gradient(checkpointing=False):
+    """The oracle: the plain engine, one backward of the mean loss over the whole batch, no Trainer."""
+    model = TinyGPT(31, seed=0)
+    model.checkpointing = checkpointing
+    F.cross_entropy(model(X1).reshape(-1, 31), Y1.reshape(-1)).backward()
+    return _flat_grad(model)
+
+
+def _step(recipe):
+    trainer = nb10.Trainer(recipe, 31, seed=0)
+    with track_memory() as memory, count_flops() as flops:
+        trainer.step(X1, Y1)
+    return trainer, memory.peak, flops
+
+
+def test_10_float32_saves_half_of_float64_and_16_bits_save_less_than_half_again(stored_output):
+    _, peak64, _ = _step(nb10.Recipe())
+    _, peak32, _ = _step(nb10.Recipe(precision="float32"))
+    _, peak_bf16, _ = _step(nb10.Recipe(precision="bfloat16"))
+    _, peak_fp16, _ = _step(nb10.Recipe(precision="float16", loss_scaling=True))
+    assert abs(peak32 / peak64 - 0.5) < 0.005  # half, but for the masks and indices, whose size no format changes
+    assert peak_bf16 == peak_fp16 and peak32 / 2 < peak_bf16 < peak32  # the arrays kept in fp32
+    table = stored_output("10", 'for fmt in ("float64", "float32", "bfloat16", "float16"):')
+    for fmt, peak, verdict in (("float64", peak64, "1e-12"), ("float32", peak32, "1e-06"),
+                               ("bfloat16", peak_bf16, "1e-02"), ("float16", peak_fp16, "1e-03")):
+        row = rf"^{fmt}\s+{peak / 1024:,.0f} KiB\s+{peak / peak64:.0%}\s+3.412\s+within {verdict}$"
+        assert re.search(row, table, re.M)
+    assert "50%" in table and "40%" in table  # the prose's two shares
+
+
+def test_10_a_trainer_step_in_16_bits_lands_near_the_plain_engine_gradient():
+    exact = _whole_batch_gradient()
+    for fmt, tol in (("float32", 1e-6), ("bfloat16", 1e-2), ("float16", 1e-3)):
+        trainer, _, _ = _step(nb10.Recipe(precision=fmt, loss_scaling=fmt == "float16"))
+        assert np.linalg.norm(trainer.last_gradient - exact) / np.linalg.norm(exact) < tol
+
+
+def test_10_fp16_without_the_scale_loses_digits_on_a_realistic_micro_batch(stored_output):
+    """The oracle here is the plain float64 model's gradient of the same loss; the fp16 model is cast by hand."""
+    import ml_dtypes
+
+    def gradient(low, scale):
+        model = TinyGPT(31, seed=0)
+        for p in model.parameters():
+            p.data = p.data.astype(low)
+        logits = model(X1).to(np.float64 if low == np.float64 else np.float32)
+        (F.cross_entropy(logits.reshape(-1, 31), Y1.reshape(-1), reduction="sum") / 2**17 * scale).backward()
+        return _flat_grad(model) / scale
+
+    exact = gradient(np.float64, 1.0)
+    below = np.mean(np.abs(exact[exact != 0]) < 2.0**-14)
+    unscaled, scaled, bf16 = gradient(np.float16, 1.0), gradient(np.float16, 2.0**16), gradient(ml_dtypes.bfloat16, 1.0)
+
+    def error(g):
+        return np.linalg.norm(g - exact) / np.linalg.norm(exact)
+
+    assert 1e-2 <= error(unscaled) < 1e-1 and 1e-6 <= error(scaled) < 1e-3 and 1e-3 <= error(bf16) < 1e-2
+    assert error(unscaled) > 10 * error(scaled)
+    lost = np.mean((unscaled == 0) & (exact != 0))
+    assert 0 < lost < 0.01 and np.mean((scaled == 0) & (exact != 0)) == 0
+    read = stored_output("10", "def micro_batch_gradient(")
+    after = np.mean(np.abs(exact[exact != 0]) * 2.0**16 < 2.0**-14)
+    assert f"smallest normal number: {below:.0%}; after multiplying by 2^16: {after:.1%}" in read
+    assert below > 0.5 and after < 0.01  # "most of the others"; "nearly all the entries" lifted
+    # "at this size fp16 hardly needs the scale": our 512 tokens as the whole batch, fp16 without a scale
+    whole = gradient(np.float16, 2.0**17 / 512) * 2**17 / 512
+    assert np.linalg.norm(whole - exact * 2**17 / 512) / np.linalg.norm(exact * 2**17 / 512) < 1e-3
+    assert "our 512 tokens as the whole batch: gradient vs float64's: within 1e-03" in read
+    assert f"scale 2^0     {lost:.1%} of the nonzero entries became 0; gradient vs float64's: within 1e-01" in read
+
+
+def test_10_the_dynamic_scaler_backs_off_from_2_24_and_a_static_one_skips_every_step(stored_output):
+    read = stored_output("10", "def fp16_run(")
+    dynamic, static = re.findall(r"skipped\s+(\d+) of 12 steps; scale at the end 2\^(\d+); loss ([\d.]+) at the first "
+                                 r"step, ([\d.]+) at the last", read)
+    skipped, end = int(dynamic[0]), int(dynamic[1])
+    assert 0 < skipped < 12 and end == 24 - skipped  # each skip halved the scale; it never grew (interval 50)
+    assert float(dynamic[3]) < float(dynamic[2]) - 0.2
+    assert static[:2] == ("12", "24") and abs(float(static[3]) - float(static[2])) < 0.1
+    assert float(np.finfo(np.float16).max) == 65504
+
+
+def test_10_checkpointing_halves_the_peak_recomputes_a_third_and_changes_no_bit(stored_output):
+    np.testing.assert_array_equal(_whole_batch_gradient(checkpointing=True), _whole_batch_gradient())
+    _, plain, _ = _step(nb10.Recipe())
+    trainer, ckpt, flops = _step(nb10.Recipe(checkpointing=True))
+    share = flops.total_recompute / (flops.total_forward + flops.total_backward)
+    read = stored_output("10", "ckpt = measured_step(")
+    assert f"{ckpt / plain:.0%} of the plain step's" in read and f"recomputed: {share:.0%} more FLOPs" in read
+    assert 0.45 < ckpt / plain < 0.55 and 0.25 < share < 0.35
+    assert "bit for bit: True" in read
+
+
+def test_10_token_weighted_accumulation_is_the_whole_batch_and_mean_over_3_is_not(stored_output):
+    exact = _whole_batch_gradient()
+    right, _, _ = _step(nb10.Recipe(micro_batches=3))
+    wrong, _, _ = _step(nb10.Recipe(micro_batches=3, token_weighted=False))
+    np.testing.assert_allclose(right.last_gradient, exact, rtol=1e-10, atol=1e-14)
+    # the control, by hand: pieces of 6, 5, 5 windows; a token of a 5-window piece weighs 1/(3·160), not 1/512
+    weights = []
+    model = TinyGPT(31, seed=0)
+    for rows in np.array_split(np.arange(16), 3):
+        losses = F.cross_entropy(model(X1[rows]).reshape(-1, 31), Y1[rows].reshape(-1))
+        (losses / 3).backward()
+        weights.append(1 / (3 * Y1[rows].size))
+    np.testing.assert_allclose(wrong.last_gradient, _flat_grad(model), rtol=1e-10, atol=1e-14)
+    assert weights[0] < 1 / 512 < weights[1]
+    off = np.linalg.norm(wrong.last_gradient - exact) / np.linalg.norm(exact)
+    read = stored_output("10", "windows per micro-batch")
+    assert read.startswith("windows per micro-batch: [6, 5, 5]\n") and f"(off by {off:.2%})" in read and off > 0.01
+
+
+def test_10_clipping_the_scaled_gradient_leaves_a_step_65536_times_too_small(stored_output):
+    g = np.random.default_rng(0).standard_normal(1000)
+    g *= 2.23 / np.linalg.norm(g)
+    clip = lambda v: v * min(1.0, 1.0 / (np.linalg.norm(v) + 1e-6))  # noqa: E731  the rule, in plain NumPy
+    right, wrong = clip(g), clip(g * 2**16) / 2**16
+    assert np.linalg.norm(right) == pytest.approx(1.0, abs=1e-5)
+    assert np.linalg.norm(right) / np.linalg.norm(wrong) == pytest.approx(65536, rel=1e-6)
+    read = stored_output("10", "true_grad = measured_step(")
+    norm = float(re.search(r"the true gradient's norm: ([\d.]+)", read).group(1))
+    assert norm > 1 and "unscale, then clip to 1: norm 1.000" in read and "65,536 times too small" in read
+
+
+def test_10_the_schedule_warms_up_linearly_then_decays_along_half_a_cosine(stored_output):
+    recipe = nb10.Recipe(lr=0.003, warmup=10, steps=60)
+    expected = {0: 0.0003, 4: 0.0015, 9: 0.003, 10: 0.003,
+                30: 0.003 * 0.5 * (1 + np.cos(np.pi * 20 / 50)), 59: 0.003 * 0.5 * (1 + np.cos(np.pi * 49 / 50))}
+    for step, lr in expected.items():
+        assert recipe.learning_rate(step) == pytest.approx(lr, rel=1e-12)
+    read = stored_output("10", "learning rate with 10 warmup steps in 60")
+    assert ", ".join(f"step {s}: {lr:.5f}" for s, lr in expected.items()) in read
+    no_warmup, warmup = map(float, re.findall(r"mean loss over steps 31-40 ([\d.]+)",
+                                              stored_output("10", "for warm in (0, 10):")))
+    assert warmup < no_warmup  # "the run with warmup ends with the lower loss"
+
+
+def test_10_two_workers_with_the_ring_take_one_worker_s_steps_and_without_it_drift_apart(stored_output):
+    """The oracle: the plain engine loop with Adam, no Trainer."""
+    model = TinyGPT(31, seed=0)
+    optimizer = Adam(model.parameters(), lr=3e-3)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x, y = random_batch(TRAIN, 16, 32, rng)
+        optimizer.zero_grad()
+        F.cross_entropy(model(x).reshape(-1, 31), y.reshape(-1)).backward()
+        optimizer.step()
+    alone = nb10.flat_weights(model)
+    two = nb10.Trainer(nb10.Recipe(workers=2), 31, seed=0)
+    two.train(TRAIN, 5)
+    a, b = (nb10.flat_weights(w.model) for w in two.workers)
+    assert np.array_equal(a, b) and np.max(np.abs(a - alone)) < 1e-12 and not np.array_equal(a, alone)
+    apart = nb10.Trainer(nb10.Recipe(workers=2, all_reduce=False), 31, seed=0)
+    apart.train(TRAIN, 5)
+    c, d = (nb10.flat_weights(w.model) for w in apart.workers)
+    assert np.max(np.abs(c - d)) > 1e-3 and np.max(np.abs(c - alone)) > 1e-3
+    # a ring of 2 sends 2·(N − 1)/N = 1 gradient per worker per step: 28,511 float64 numbers
+    assert two.bytes_sent // 5 == 28511 * 8 == 228088
+    read = stored_output("10", "runs[label] = nb10.Trainer(")
+    assert "bytes each worker sent per step: 228,088 (the gradient: 228,088 bytes)" in read
+    assert "peak saved per worker: 50% of one worker's" in read
+
+
+def test_10_with_everything_on_no_step_is_skipped_and_the_loss_starts_slower(stored_output):
+    read = stored_output("10", "full = nb10.Trainer(everything")
+    everything_on, plain = map(float, re.search(r"everything on ([\d.]+), plain ([\d.]+)", read).groups())
+    assert everything_on > plain  # "ends a little above the plain run's"
+    assert "skipped steps: 0;" in read
+    assert int(re.search(r"clipped to 1: (\d+) of 60", read).group(1)) < 60
+    recipe = nb10.Recipe(precision="bfloat16", loss_scaling=True, checkpointing=True, micro_batches=3, max_norm=1.0,
+                         warmup=10, steps=60, workers=2)
+    full, base = nb10.Trainer(recipe, 31, seed=0), nb10.Trainer(nb10.Recipe(), 31, seed=0)
+    full.train(TRAIN, 10)
+    base.train(TRAIN, 10)
+    assert np.mean(full.log["loss"][1:10]) > np.mean(base.log["loss"][1:10])  # slower while the rate is low
+    assert full.log["lr"][:10] == pytest.approx([0.0003 * (i + 1) for i in range(10)])
+
+
+def test_10_the_step_with_every_switch_agrees_with_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    batches = [random_batch(TRAIN, 16, 32, rng) for _ in range(3)]
+    start = nb10.flat_weights(TinyGPT(31, seed=0))
+    recipe = nb10.Recipe(loss_scaling=True, checkpointing=True, micro_batches=3, max_norm=0.5, warmup=3, steps=3,
+                         workers=2)
+    ours = nb10.Trainer(recipe, 31, seed=0)
+    for x, y in batches:
+        ours.step(x, y)
+    losses, weights, skipped = nb10.train_in_torch(recipe, TinyGPT(31, seed=0), batches, torch)
+    np.testing.assert_allclose(ours.log["loss"], losses, rtol=1e-9)
+    moved, torch_moved = nb10.flat_weights(ours.model) - start, np.concatenate([w.ravel() for w in weights]) - start
+    assert np.linalg.norm(moved - torch_moved) / np.linalg.norm(torch_moved) < 1e-6
+    assert all(n > 0.5 for n in ours.log["norm"]) and not any(skipped)

@@ -74,3 +74,72 @@ def test_the_glossary_quiz_marks_right_wrong_and_missing_answers():
     assert lines[0].startswith("✗ 'optimizer' is what turns gradients")
     assert lines[1].startswith("· not answered")
     assert len(TERMS) == len(set(TERMS)) == len(GLOSSARY)
+
+
+# --- the recipe of switches (notebook 10, section 5) --------------------------------------------------------
+from haaw.course import nb10  # noqa: E402
+
+
+def test_the_learning_rate_is_constant_without_warmup_and_reaches_zero_at_the_end_with_it():
+    assert [nb10.Recipe(lr=0.01).learning_rate(s) for s in (0, 50, 1000)] == [0.01] * 3
+    recipe = nb10.Recipe(lr=0.01, warmup=4, steps=20)
+    assert recipe.learning_rate(0) == pytest.approx(0.0025) and recipe.learning_rate(3) == pytest.approx(0.01)
+    assert recipe.learning_rate(20) == pytest.approx(0.0, abs=1e-15)
+    assert recipe.learning_rate(99) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_the_trainer_s_dynamic_scaler_skips_overflowing_steps_halving_the_scale_and_then_trains():
+    """The rule of notebook 07, run inside the trainer: each skipped step leaves the weights alone and halves the
+    scale; a clean step moves them."""
+    trainer = nb10.Trainer(nb10.Recipe(precision="float16", loss_scaling=True, init_scale=2.0**24), 31, seed=0)
+    x, y = random_batch(DATA, 4, 16, np.random.default_rng(0))
+    history = []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(10):
+            before = [w.data.copy() for w in trainer.workers[0].weights]
+            scale = trainer.workers[0].scaler.scale
+            trainer.step(x, y)
+            moved = any(not np.array_equal(w.data, b) for w, b in zip(trainer.workers[0].weights, before))
+            history.append((scale, trainer.log["skipped"][-1], moved))
+    skipped = [s for _, s, _ in history]
+    assert any(skipped) and not all(skipped)
+    for (scale, skip, moved), (next_scale, _, _) in zip(history, history[1:]):
+        assert moved != skip
+        assert next_scale == (scale / 2 if skip else scale)
+    assert trainer.log["scale"][-1] == 2.0**24 / 2 ** sum(skipped)
+    for p, w in zip(trainer.model.parameters(), trainer.workers[0].weights):  # the fp16 model is the rounded master
+        assert p.data.dtype == np.float16 and np.array_equal(p.data, w.data.astype(np.float16))
+
+
+def test_micro_batches_beyond_the_windows_are_left_out_and_checkpointing_lowers_the_peak():
+    from haaw.tools.memory import track_memory
+
+    x, y = random_batch(DATA, 2, 8, np.random.default_rng(0))
+    many = nb10.Trainer(nb10.Recipe(micro_batches=5), 31, seed=0)
+    one = nb10.Trainer(nb10.Recipe(), 31, seed=0)
+    many.step(x, y)
+    one.step(x, y)
+    np.testing.assert_allclose(many.last_gradient, one.last_gradient, rtol=1e-10, atol=1e-14)
+    peaks = []
+    for flag in (False, True):
+        model = TinyGPT(31, seed=0)
+        model.checkpointing = flag
+        with track_memory() as memory:
+            F.cross_entropy(model(x).reshape(-1, 31), y.reshape(-1)).backward()
+        peaks.append(memory.peak)
+    assert peaks[1] < peaks[0]
+
+
+def test_the_torch_recipe_refuses_float16_and_the_block_mirror_uses_the_tensors_it_is_given():
+    torch = pytest.importorskip("torch")
+    from haaw.tools.torch_mirror import block_in_torch
+
+    with pytest.raises(ValueError, match="bfloat16"):
+        nb10.train_in_torch(nb10.Recipe(precision="float16"), TinyGPT(31, seed=0), [], torch)
+    model = TinyGPT(31, seed=0)
+    block = model.blocks[0]
+    P = {id(p): torch.tensor(p.data, requires_grad=True) for p in block.parameters()}
+    out, same = block_in_torch(block, torch.zeros(1, 4, 32, dtype=torch.float64), None, torch, is_causal=True, params=P)
+    assert same is P
+    out.sum().backward()
+    assert all(t.grad is not None for t in P.values())

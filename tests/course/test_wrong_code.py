@@ -311,3 +311,91 @@ def test_clipped_gradients_returned_as_a_generator_are_told_to_be_a_list():
 
     message = check("04-clip-grad-norm", clip).message
     assert "a generator: put the expression in [ ] to make a list" in message and "got tuple" not in message
+
+
+# --- the initialisation rule: wrong code of our own, rejected and never misnamed; right code in its usual forms ---
+
+
+def init_std_len_for_fan_in(shape, nonlinearity):
+    return np.sqrt((2.0 if nonlinearity == "relu" else 1.0) / len(shape))  # the number of axes, not of inputs
+
+
+def init_std_over_every_weight(shape, nonlinearity):
+    return np.sqrt((2.0 if nonlinearity == "relu" else 1.0) / (shape[0] * shape[1]))
+
+
+def init_std_integer_division(shape, nonlinearity):
+    return ((2 if nonlinearity == "relu" else 1) // shape[0]) ** 0.5  # 0 for every fan-in above 2
+
+
+def init_std_mixed_fans(shape, nonlinearity):
+    if nonlinearity == "relu":
+        return np.sqrt(2.0 / shape[0])
+    return np.sqrt(1.0 / shape[1])  # right for ReLU, fan-out for the linear layer
+
+
+def init_std_draws_the_matrix(shape, nonlinearity):
+    return np.random.default_rng(0).normal(0.0, np.sqrt((2.0 if nonlinearity == "relu" else 1.0) / shape[0]), shape)
+
+
+def init_std_measured_from_a_draw(shape, nonlinearity):
+    return init_std_draws_the_matrix(shape, nonlinearity).std()  # close, but a sample is not the rule
+
+
+@pytest.mark.parametrize("fn, words", [
+    (init_std_len_for_fan_in, "std: wrong values"),
+    (init_std_over_every_weight, "std: wrong values"),
+    (init_std_integer_division, "std: wrong values"),
+    (init_std_mixed_fans, "'linear'"),
+    (init_std_draws_the_matrix, "must have shape ()"),
+    (init_std_measured_from_a_draw, "std: wrong values"),
+])
+def test_wrong_initialisation_code_is_rejected_and_not_misnamed(fn, words):
+    feedback = check("04-init-std", fn)
+    assert feedback.status == WRONG, feedback.message
+    assert words in feedback.message, feedback.message
+    assert "This looks like" not in feedback.message
+
+
+def test_a_case_sensitive_nonlinearity_is_named_as_the_forgotten_2():
+    def init_std(shape, nonlinearity):  # "ReLU" never matches "relu": every layer gets the linear rule
+        return np.sqrt((2.0 if nonlinearity == "ReLU" else 1.0) / shape[0])
+
+    feedback = check("04-init-std", init_std)
+    assert feedback.status == WRONG and "This looks like the 2 for ReLU forgotten" in feedback.message
+
+
+def test_the_initialisation_rule_is_accepted_in_the_forms_people_write():
+    import math
+
+    def with_math(shape, nonlinearity):
+        fan_in, fan_out = shape
+        gain = math.sqrt(2) if nonlinearity == "relu" else 1
+        return gain / math.sqrt(fan_in)
+
+    def in_float32(shape, nonlinearity):
+        return np.float32(np.sqrt((2 if nonlinearity == "relu" else 1) / shape[0]))
+
+    def as_an_array(shape, nonlinearity):
+        return np.asarray((2.0 if nonlinearity == "relu" else 1.0) / shape[0]) ** 0.5
+
+    def as_a_power(shape, nonlinearity):
+        return ({"relu": 2, "linear": 1}[nonlinearity] / shape[0]) ** 0.5
+
+    forms = [with_math, in_float32, as_an_array, as_a_power]
+    torch = None
+    try:
+        import torch
+    except ImportError:
+        pass
+    if torch is not None:
+        def with_torch_gain(shape, nonlinearity):
+            return torch.nn.init.calculate_gain(nonlinearity) / math.sqrt(shape[0])
+
+        def as_a_torch_tensor(shape, nonlinearity):
+            return torch.tensor((2.0 if nonlinearity == "relu" else 1.0) / shape[0], dtype=torch.float64).sqrt()
+
+        forms += [with_torch_gain, as_a_torch_tensor]
+    for fn in forms:
+        feedback = check("04-init-std", fn)
+        assert feedback.status == CORRECT, (fn.__name__, feedback.message)

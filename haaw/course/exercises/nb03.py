@@ -92,7 +92,7 @@ def linear_backward(X, W, G):
 
 def _linear_cases():
     rng = np.random.default_rng(3)
-    cases = [Case("hand-checkable", (X, W, G), detail="the X, W, G above"),
+    cases = [Case("hand-checkable", (X, W, G), detail="X_small, W_small, G_small above"),
              Case("one example", (np.array([[1.0, -2.0, 0.5]]), W, np.array([[2.0, 1.0]])))]
     for B, n, m in ((5, 4, 3), (2, 6, 6), (8, 1, 5)):
         cases.append(Case("random", (rng.standard_normal((B, n)), rng.standard_normal((n, m)),
@@ -212,4 +212,145 @@ register(CodeExercise(
            "that were 1 in `shape` but not in g.",
            "Sum over axis 0 while g has too many axes; then, for each axis where shape has a 1 and g does not, sum "
            "with keepdims=True.",),
+))
+
+
+def cross_entropy_forward_backward(logits, targets):
+    """The mean softmax cross-entropy of the rows of logits (B, C) with class ids targets (B,): (loss, dL/dlogits)."""
+    B = logits.shape[0]
+    rows = np.arange(B)
+    shifted = logits - logits.max(axis=1, keepdims=True)  # every entry ≤ 0: exp cannot overflow
+    log_sum_exp = np.log(np.exp(shifted).sum(axis=1))     # ≥ 0: the sum holds at least one e⁰ = 1
+    loss = np.mean(log_sum_exp - shifted[rows, targets])  # −log P[row, target], never log(0)
+    P = np.exp(shifted - log_sum_exp[:, None])             # softmax, row by row
+    T = np.zeros_like(P)
+    T[rows, targets] = 1                                   # one-hot: 1 at each row's target class
+    return loss, (P - T) / B
+
+
+def _quietly(fn):
+    """A named mistake run by the checker: NumPy's overflow warnings are the learner's to see, not the course's."""
+    def run(logits, targets):
+        with np.errstate(all="ignore"):
+            return fn(logits, targets)
+    return run
+
+
+def _softmax_rows(logits, axis=1):
+    shifted = logits - logits.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _one_hot(P, targets):
+    T = np.zeros_like(P)
+    T[np.arange(len(targets)), targets] = 1
+    return T
+
+
+def _mean_loss(logits, targets):
+    return cross_entropy_forward_backward(logits, targets)[0]
+
+
+@_quietly
+def _naive(logits, targets):
+    P = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    loss = -np.mean(np.log(P[np.arange(len(targets)), targets]))
+    return loss, (P - _one_hot(P, targets)) / len(targets)
+
+
+@_quietly
+def _log_of_probability(logits, targets):
+    P = _softmax_rows(logits)
+    loss = -np.mean(np.log(P[np.arange(len(targets)), targets]))
+    return loss, (P - _one_hot(P, targets)) / len(targets)
+
+
+@_quietly
+def _one_hot_transposed(logits, targets):
+    P = _softmax_rows(logits)
+    T = np.zeros_like(P)
+    T[targets, np.arange(len(targets))] = 1  # row and column swapped: fits only when B = C
+    return _mean_loss(logits, targets), (P - T) / len(targets)
+
+
+@_quietly
+def _softmax_down_the_columns(logits, targets):
+    P = _softmax_rows(logits, axis=0)
+    loss = -np.mean(np.log(P[np.arange(len(targets)), targets]))
+    return loss, (P - _one_hot(P, targets)) / len(targets)
+
+
+def _cross_entropy_cases():
+    rng = np.random.default_rng(5)
+    hand = np.array([[0.0, 0.0, 0.0], [np.log(3.0), 0.0, 0.0], [0.0, np.log(2.0), np.log(5.0)]])
+    cases = [Case("hand-checkable", (hand, np.array([2, 0, 1])),
+                  detail="softmax rows (1/3, 1/3, 1/3), (3/5, 1/5, 1/5), (1/8, 2/8, 5/8), targets 2, 0, 1"),
+             Case("one example", (np.array([[2.0, -1.0, 0.5, 0.0]]), np.array([3])), detail="B = 1, C = 4")]
+    for B, C in ((5, 3), (8, 10), (2, 2)):
+        cases.append(Case("random", (rng.standard_normal((B, C)) * 3, rng.integers(0, C, B)), detail=f"B = {B}, C = {C}"))
+    cases.append(Case("float32", (rng.standard_normal((6, 5)).astype(np.float32), rng.integers(0, 5, 6))))
+    cases.append(Case("int32 targets", (rng.standard_normal((4, 3)), rng.integers(0, 3, 4).astype(np.int32))))
+    cases.append(Case("large logits", (np.array([[1000.0, 999.0, 0.0], [-1000.0, -1001.0, -999.0]]), np.array([1, 0])),
+                      detail="±1000",
+                      note="exp(1000) overflows to inf (float64 stops near 1.8e308, about e^709.8) and exp(-1000) "
+                           "underflows to 0, so exp(z) / sum(exp(z)) is inf/inf or 0/0 = nan. Subtract each row's "
+                           "largest logit first: softmax and the loss do not change, and every exp is at most 1"))
+    cases.append(Case("a confident wrong answer", (np.array([[0.0, 800.0], [3.0, 1.0]]), np.array([0, 0])),
+                      detail="logits (0, 800), target 0",
+                      note="the target's probability is e^-800, which is 0 in float64, and log(0) = -inf; yet the loss "
+                           "is a plain 800. Never take the log of a probability: the loss of a row is "
+                           "log Σ exp(z − max) − (z[target] − max), and that sum is at least 1"))
+    cases.append(Case("a single class", (rng.standard_normal((3, 1)), np.zeros(3, dtype=np.int64)),
+                      detail="C = 1: P = 1, loss 0"))
+    cases.append(Case("many classes", (rng.standard_normal((4, 1000)) * 5, rng.integers(0, 1000, 4)),
+                      detail="B = 4, C = 1000"))
+    return cases
+
+
+register(CodeExercise(
+    key="03-cross-entropy",
+    forbidden=(("haaw.nn.functional", "cross_entropy", "F.cross_entropy"),),
+    question="Given logits of shape (B, C) and class ids targets of shape (B,), return (loss, dL/dlogits): the mean "
+             "cross-entropy over the B rows, computed without overflow, and its gradient.",
+    signature="cross_entropy_forward_backward(logits, targets) -> (loss, dlogits)",
+    reference=cross_entropy_forward_backward,
+    cases=_cross_entropy_cases,
+    outputs=("loss", "dlogits"),
+    slot="cross_entropy",
+    mistakes=[
+        Mistake("the gradient without the 1/B",
+                "the loss is a mean over the B rows, so each row's P − T is divided by B: dL/dlogits = (P − T)/B.",
+                _quietly(lambda z, t: (_mean_loss(z, t), _softmax_rows(z) - _one_hot(z, t)))),
+        Mistake("the sum over the batch, not the mean",
+                "F.cross_entropy averages over the rows (reduction='mean'): divide the summed loss, and the gradient "
+                "P − T, by B.",
+                _quietly(lambda z, t: (_mean_loss(z, t) * len(t), _softmax_rows(z) - _one_hot(z, t)))),
+        Mistake("P without subtracting T",
+                "softmax's probabilities alone push every logit down. The first term of ℓ = −z[target] + log Σ exp(z) "
+                "gives −1 at the target class: dL/dlogits = (P − T)/B, T the one-hot targets.",
+                _quietly(lambda z, t: (_mean_loss(z, t), _softmax_rows(z) / len(t)))),
+        Mistake("the one-hot with rows and columns swapped",
+                "T[targets, rows] = 1 puts row b's 1 in row targets[b]. T has one row per example: T[rows, targets] = 1 "
+                "(np.arange(B) for the rows).",
+                _one_hot_transposed),
+        Mistake("the softmax taken down the columns",
+                "each row is one example's logits over the C classes: take the max and the sum along axis 1 "
+                "(keepdims=True), not axis 0.",
+                _softmax_down_the_columns),
+        Mistake("the naive forward, which overflows",
+                "exp of a logit of 1000 is inf, and inf/inf is nan. Subtract each row's largest logit first: "
+                "softmax and the loss do not change, and no exp can overflow.",
+                _naive),
+        Mistake("the log of a probability that underflowed",
+                "the max is subtracted, but log(P[target]) is log(0) = -inf when that probability is too small for "
+                "float64 (e^-800 is 0 there). Write the loss as log Σ exp(z − max) − (z[target] − max): the log of a sum that is at least 1.",
+                _log_of_probability),
+    ],
+    hints=("One row's loss is ℓ = −z[target] + log Σ_j exp(z_j). Subtract the row's largest logit m from every logit "
+           "first: softmax and ℓ stay the same, and no exp can overflow.",
+           "log Σ_j exp(z_j) = m + log Σ_j exp(z_j − m), the log-sum-exp. So ℓ = log Σ_j exp(z_j − m) − (z[target] − m), "
+           "and the loss is the mean of ℓ over the rows.",
+           "The gradient is (P − T) / B: P = exp(shifted − log_sum_exp) row by row, T the one-hot targets "
+           "(zeros, then a 1 at [np.arange(B), targets]), B the number of rows."),
 ))

@@ -137,6 +137,75 @@ register(CodeExercise(
 ))
 
 
+def init_std(shape, nonlinearity):
+    """shape = (fan_in, fan_out), haaw's layout of W; nonlinearity "linear" or "relu". Return the std to draw W from."""
+    fan_in = shape[0]  # each output sums over the rows of W: one term per input
+    variance = (2.0 if nonlinearity == "relu" else 1.0) / fan_in  # a ReLU halves the mean square: double it back
+    return np.sqrt(variance)
+
+
+def _init_cases():
+    return [Case("hand-checkable", ((64, 64), "relu"), detail="shape (64, 64), 'relu'"),
+            Case("hand-checkable", ((100, 10), "linear"), detail="shape (100, 10), 'linear'"),
+            Case("more inputs than outputs", ((784, 256), "relu"), detail="shape (784, 256), 'relu'"),
+            Case("more outputs than inputs", ((3, 500), "relu"), detail="shape (3, 500), 'relu'"),
+            Case("more outputs than inputs", ((20, 45), "linear"), detail="shape (20, 45), 'linear'"),
+            Case("one input", ((1, 1), "linear"), detail="shape (1, 1), 'linear'"),
+            Case("a shape of NumPy integers", ((np.int64(128), np.int64(32)), "relu"),
+                 detail="shape (128, 32) as NumPy's integers, 'relu'")]
+
+
+register(CodeExercise(
+    key="04-init-std",
+    question="Write the standard deviation to draw a layer's weights from so that the layer keeps the mean square "
+             "of its input: variance 1/fan-in for a linear layer, 2/fan-in for a layer followed by a ReLU. "
+             "W has haaw's layout (fan-in, fan-out).",
+    signature="init_std(shape, nonlinearity) -> std",
+    reference=init_std,
+    cases=_init_cases,
+    outputs=("std",),
+    mistakes=[
+        Mistake("1/n instead of 1/√n",
+                "the rule fixes the *variance* at 1/fan-in (2/fan-in for ReLU); the standard deviation is its square "
+                "root, 1/√fan-in: dividing by fan-in itself makes every layer shrink its signal by √fan-in.",
+                lambda shape, nl: (np.sqrt(2.0) if nl == "relu" else 1.0) / shape[0]),
+        Mistake("the variance instead of the standard deviation",
+                "2/fan-in (or 1/fan-in) is the variance; the function returns the standard deviation, its square root.",
+                lambda shape, nl: (2.0 if nl == "relu" else 1.0) / shape[0]),
+        Mistake("the 2 for ReLU forgotten",
+                "a ReLU sets about half of its inputs to 0, which halves the mean square; the weights' variance is "
+                "doubled to make up for it: 2/fan-in after a ReLU, 1/fan-in without one.",
+                lambda shape, nl: 1.0 / np.sqrt(shape[0])),
+        Mistake("the 2 outside the square root",
+                "the variance is 2/fan-in, so the standard deviation is √(2/fan-in) = √2/√fan-in, not 2/√fan-in.",
+                lambda shape, nl: (2.0 if nl == "relu" else 1.0) / np.sqrt(shape[0])),
+        Mistake("ReLU's variance halved instead of doubled",
+                "a ReLU *loses* half the mean square, so the weights must make up for it with twice the variance "
+                "(2/fan-in), not half of it.",
+                lambda shape, nl: np.sqrt((0.5 if nl == "relu" else 1.0) / shape[0])),
+        Mistake("the 2 for every nonlinearity",
+                "the 2 makes up for the half a ReLU zeroes; a linear layer zeroes nothing, and keeps 1/fan-in.",
+                lambda shape, nl: np.sqrt(2.0 / shape[0])),
+        Mistake("fan-out for fan-in",
+                "in haaw's layout W is (inputs, outputs): each output sums fan-in = shape[0] terms. shape[1] is the "
+                "fan-out (it would be the fan-in in PyTorch's (outputs, inputs) layout).",
+                lambda shape, nl: np.sqrt((2.0 if nl == "relu" else 1.0) / shape[1])),
+        Mistake("the average of fan-in and fan-out",
+                "(fan-in + fan-out)/2 is Glorot and Bengio's compromise between the forward pass (fan-in) and the backward "
+                "pass (fan-out), PyTorch's xavier_normal_; to keep the forward signal, as this rule does, divide "
+                "by fan-in alone.",
+                lambda shape, nl: np.sqrt((2.0 if nl == "relu" else 1.0) * 2 / (shape[0] + shape[1]))),
+        Mistake("the uniform distribution's bound",
+                "√(6/fan-in) (or √(3/fan-in)) is the bound a of a uniform draw from (−a, a) with that variance, whose "
+                "standard deviation is a/√3; the function returns the standard deviation of a normal draw.",
+                lambda shape, nl: np.sqrt(3 * (2.0 if nl == "relu" else 1.0) / shape[0])),
+    ],
+    hints=("Each output of the layer sums fan-in terms, input × weight. Which entry of shape counts the inputs "
+           "(haaw's W is (inputs, outputs))?",
+           "Variance 1/fan-in for 'linear', 2/fan-in for 'relu'; a standard deviation is the square root of a variance."),
+))
+
+
 def clip_grad_norm(grads, max_norm):
     """Scale all gradients together so that their global norm is at most max_norm.
 

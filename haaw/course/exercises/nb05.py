@@ -220,3 +220,125 @@ register(CodeExercise(
            "Keep 1/√d_k a Python float, as the template's d_k ** -0.5 is: np.sqrt(d_k) is a NumPy float64 scalar, "
            "and multiplying a float32 array by it gives float64."),
 ))
+
+
+# --- code exercise: LayerNorm's backward ---------------------------------------------------------------
+
+
+def _layer_norm_parts(x, eps):
+    mu = x.mean(axis=-1, keepdims=True)
+    sigma = np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + eps)
+    return mu, sigma, (x - mu) / sigma
+
+
+def _batch_sums(G, x_hat):
+    """dweight and dbias: a weight is used by every row, so its gradient sums over every axis but the last."""
+    rows = tuple(range(G.ndim - 1))
+    return (G * x_hat).sum(axis=rows), G.sum(axis=rows)
+
+
+def layer_norm_backward(x, weight, G, eps=1e-5):
+    """y = x̂ · weight + bias, x̂ = (x − μ)/σ over the last axis, σ = √(variance + eps). Return (dx, dweight, dbias)."""
+    mu = x.mean(axis=-1, keepdims=True)
+    sigma = np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + eps)
+    x_hat = (x - mu) / sigma
+    g = G * weight                                   # the gradient reaching x̂
+    dx = (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / sigma
+    rows = tuple(range(G.ndim - 1))                  # every axis but the last: the weight serves every row
+    dweight = (G * x_hat).sum(axis=rows)
+    dbias = G.sum(axis=rows)
+    return dx, dweight, dbias
+
+
+def _ln_constant_mean_and_sigma(x, weight, G, eps=1e-5):
+    _, sigma, x_hat = _layer_norm_parts(x, eps)
+    return (G * weight / sigma, *_batch_sums(G, x_hat))
+
+
+def _ln_no_projection(x, weight, G, eps=1e-5):
+    _, sigma, x_hat = _layer_norm_parts(x, eps)
+    g = G * weight
+    return ((g - g.mean(axis=-1, keepdims=True)) / sigma, *_batch_sums(G, x_hat))
+
+
+def _ln_unsummed(x, weight, G, eps=1e-5):
+    dx = layer_norm_backward(x, weight, G, eps)[0]
+    _, _, x_hat = _layer_norm_parts(x, eps)
+    return dx, G * x_hat, G
+
+
+def _ln_eps_outside(x, weight, G, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    sigma = np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True)) + eps  # √variance + eps, not √(variance + eps)
+    x_hat = (x - mu) / sigma
+    g = G * weight
+    dx = (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / sigma
+    return (dx, *_batch_sums(G, x_hat))
+
+
+def _ln_weight_left_out(x, weight, G, eps=1e-5):
+    _, sigma, x_hat = _layer_norm_parts(x, eps)
+    dx = (G - G.mean(axis=-1, keepdims=True) - x_hat * (G * x_hat).mean(axis=-1, keepdims=True)) / sigma
+    return (dx, *_batch_sums(G, x_hat))
+
+
+def _layer_norm_cases():
+    rng = np.random.default_rng(11)
+
+    def case(shape, dtype=np.float64, spread=1.0, eps=1e-5):
+        n = shape[-1]
+        x = (rng.standard_normal(shape) * spread + rng.standard_normal()).astype(dtype)
+        weight = (1 + 0.5 * rng.standard_normal(n)).astype(dtype)
+        return x, weight, rng.standard_normal(shape).astype(dtype), eps
+
+    return [Case("hand-checkable", (np.array([1.0, 2.0, 3.0, 6.0]), np.ones(4), np.array([1.0, 0.0, 0.0, 0.0]), 0.0),
+                 detail="one row x = (1, 2, 3, 6), weight 1, G = (1, 0, 0, 0), eps = 0"),
+            Case("a batch of rows", case((4, 5)), detail="(4, 5)"),
+            Case("batch and tokens", case((2, 3, 8)), detail="(2, 3, 8)",
+                 note="the weight and bias are shared by all 2 × 3 rows: their gradients sum over both leading axes"),
+            Case("float32", case((3, 6), np.float32)),
+            Case("a large eps", case((3, 4), eps=0.5), detail="eps = 0.5",
+                 note="eps goes inside the square root: σ = √(variance + eps)"),
+            Case("nearly constant rows", case((2, 6), spread=1e-3), detail="variance ≈ 1e-6, eps = 1e-5",
+                 note="the variance is smaller than eps here: where eps goes decides the result")]
+
+
+register(CodeExercise(
+    key="05-layer-norm-backward",
+    question="Write LayerNorm's backward over the last axis: y = x̂ · weight + bias with x̂ = (x − μ)/σ, μ the mean "
+             "and σ = √(variance + eps) of each row (the variance divided by n). Given G = dL/dy, return (dL/dx, "
+             "dL/dweight, dL/dbias). x and G may have any leading batch axes; weight has one entry per feature.",
+    signature="layer_norm_backward(x, weight, G, eps) -> (dx, dweight, dbias)",
+    reference=layer_norm_backward,
+    cases=_layer_norm_cases,
+    outputs=("dx", "dweight", "dbias"),
+    slot="layer_norm",
+    mistakes=[
+        Mistake("μ and σ treated as constants",
+                "G · weight / σ is the gradient if the mean and σ did not depend on x. They do: moving one entry of "
+                "a row moves its mean and its σ, and so every x̂ of the row. Those two paths give the two "
+                "subtracted terms: dx = (g − mean(g) − x̂ · mean(g · x̂)) / σ, with g = G · weight.",
+                _ln_constant_mean_and_sigma),
+        Mistake("the mean(g · x̂) term forgotten",
+                "(g − mean(g)) / σ accounts for the mean's path only. σ depends on x too, and its path gives "
+                "− x̂ · mean(g · x̂): dx = (g − mean(g) − x̂ · mean(g · x̂)) / σ.",
+                _ln_no_projection),
+        Mistake("dweight and dbias not summed over the batch",
+                "every row uses the same weight and bias, so their gradients are sums over every row (every axis "
+                "but the last): dweight = Σ G · x̂, dbias = Σ G, each of shape (n,), like weight and bias.",
+                _ln_unsummed),
+        Mistake("eps outside the square root",
+                "σ = √(variance + eps), as the forward computes it (and PyTorch's LayerNorm); √variance + eps is "
+                "another function, and the difference shows wherever the variance is not much larger than eps.",
+                _ln_eps_outside),
+        Mistake("the weight left out of dx",
+                "y = x̂ · weight + bias, so the gradient reaching x̂ is g = G · weight, not G: use g in dx.",
+                _ln_weight_left_out),
+    ],
+    hints=("Three steps: g = G · weight is the gradient reaching x̂; dbias sums G and dweight sums G · x̂ over every "
+           "axis but the last; dx takes g back through x̂ = (x − μ)/σ, where μ and σ depend on x too.",
+           "dx = (g − mean(g) − x̂ · mean(g · x̂)) / σ, each mean over the last axis with keepdims=True. For the "
+           "weight's sums, axis=tuple(range(G.ndim - 1)) names every axis but the last.",
+           "Keep eps inside the square root, σ = np.sqrt(variance + eps), with the variance divided by n "
+           "(np.var's default, or the mean of (x − μ)²)."),
+))
