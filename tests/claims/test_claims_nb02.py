@@ -135,6 +135,7 @@ def test_02_a_correct_backward_trains_the_small_network_exactly_as_the_engine_do
     engine, model = _train()
     assert len(model.parameters()) == 105
     assert engine[-1] < 0.4 * engine[0]  # it learns
+    assert all(later < earlier for earlier, later in zip(engine, engine[1:]))  # "the loss falls step after step"
     with plugins.use(backward=backward):
         yours, _ = _train()
     assert max(abs(a - b) for a, b in zip(yours, engine)) <= 1e-12
