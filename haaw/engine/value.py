@@ -3,7 +3,9 @@
 Each operation computes its result and, right beside it, the local derivative of the result
 with respect to each input (``_local``). Backward then only multiplies: a parent receives
 ``upstream * local``. Storing numbers instead of closures keeps the graph free of reference
-cycles and makes every local derivative visible to the step-through explorer.
+cycles and makes every local derivative visible to the step-through explorer. That is this
+engine's choice, not the only one: the matrix engine (``Tensor``, notebook 03 on), like PyTorch,
+keeps the inputs an operation's backward needs and forms the products during backward.
 """
 from __future__ import annotations
 
@@ -66,6 +68,10 @@ class Value:
     # --- arithmetic: result and local derivatives, side by side -----------------------
     def __add__(self, other):
         other = other if isinstance(other, Value) else Value(_number(other, "the other operand of +"))
+        yours = plugins.override("add")
+        if yours:
+            out, local = yours(self.data, other.data)
+            return Value(out, "", (self, other), tuple(local), "+")
         return Value(self.data + other.data, "", (self, other), (1.0, 1.0), "+")
 
     def __sub__(self, other):
@@ -138,10 +144,18 @@ class Value:
         return Value(x if x > 0 else 0.0, "", (self,), (1.0 if x > 0 else 0.0,), "relu")
 
     def tanh(self):
+        yours = plugins.override("scalar_tanh")
+        if yours:
+            out, local = yours(self.data)
+            return Value(out, "", (self,), tuple(local), "tanh")
         t = math.tanh(self.data)
         return Value(t, "", (self,), (1.0 - t * t,), "tanh")
 
     def exp(self):
+        yours = plugins.override("exp")
+        if yours:
+            out, local = yours(self.data)
+            return Value(out, "", (self,), tuple(local), "exp")
         try:
             e = math.exp(self.data)
         except OverflowError:
@@ -176,6 +190,10 @@ class Value:
 
 
 # --- slots where your own code can run instead (haaw.use, notebooks 01 and 02) ---------------
+plugins.slot("add", "add(a, b) -> (a+b, (d/da, d/db)) on numbers: the scalar engine's +")
 plugins.slot("mul", "mul(a, b) -> (a·b, (d/da, d/db)) on numbers: the scalar engine's *")
 plugins.slot("pow", "pow(a, n) -> (aⁿ, (d/da,)) on numbers: the scalar engine's **")
+plugins.slot("scalar_tanh", "tanh(a) -> (tanh a, (d/da,)) on numbers: the scalar engine's tanh (the slot 'tanh' "
+                            "is the matrix engine's)")
+plugins.slot("exp", "exp(a) -> (eᵃ, (d/da,)) on numbers: the scalar engine's exp")
 plugins.slot("backward", "backward(root): fill .grad of every Value root depends on, root.grad = 1")

@@ -155,3 +155,30 @@ def test_01_the_multiplication_checker_explains_the_derivative_that_is_wrong():
     assert "d(a·b)/db: wrong values" in both_b and "d(a·b)/db = a" in both_b
     both_a = check("01-mul-local", lambda a, b: (a * b, (a, a))).message
     assert "d(a·b)/da: wrong values" in both_a and "d(a·b)/da = b" in both_a
+
+
+def test_01_what_an_engine_keeps_for_backward_local_derivatives_here_inputs_in_array_engines():
+    """Automatic differentiation is defined for every engine; what each keeps is its own design: haaw's scalar
+    engine stores each local derivative as a number, haaw's matrix engine and PyTorch store the inputs and
+    form the products during backward, because a table of every local derivative would dwarf the inputs."""
+    import numpy as np
+
+    from haaw import Tensor
+
+    w, x = Value(2.0), Value(3.0)
+    y = w * x
+    loss = y**2
+    assert y._local == (3.0, 2.0) and loss._local == (12.0,)  # numbers, computed in the forward pass
+    X, W = np.arange(12.0).reshape(4, 3), np.ones((3, 2))
+    tx, tw = Tensor(X, requires_grad=True), Tensor(W, requires_grad=True)
+    Y = tx @ tw
+    saved = Y._ctx.saved
+    assert saved["a"] is tx.data and saved["b"] is tw.data  # the inputs themselves, no derivative formed yet
+    assert all(not isinstance(v, np.ndarray) or v.size <= X.size for v in saved.values())
+    jacobian_entries = Y.data.size * X.size  # dY/dX, every output entry against every input entry
+    assert jacobian_entries == 8 * 12 and jacobian_entries == X.size * Y.data.size > 4 * X.size
+    torch = pytest.importorskip("torch")
+    a = torch.tensor(X, requires_grad=True)
+    b = torch.tensor(W, requires_grad=True)
+    out = a @ b
+    assert torch.equal(out.grad_fn._saved_self, a) and torch.equal(out.grad_fn._saved_mat2, b)  # PyTorch: inputs too

@@ -1,6 +1,7 @@
 """Wrong code written the way learners write it, none of it from the checkers' lists of named mistakes: each
 is rejected, and an in-place change of an input stops at the learner's line, in check() and in the engine."""
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -62,8 +63,56 @@ def update_scale_never_below_one(scale, good_steps, found_inf, growth_factor, ba
     return scale, good_steps
 
 
+def add_flat(a, b):
+    return a + b, 1.0, 1.0  # the derivatives not in a tuple of their own
+
+
+def add_like_subtraction(a, b):
+    return a + b, (1.0, -1.0)
+
+
+def add_counts_both_inputs_twice(a, b):
+    return a + b, (2.0, 2.0)
+
+
+def tanh_sech_not_squared(a):
+    return math.tanh(a), (1 / math.cosh(a),)
+
+
+def tanh_is_tan(a):
+    t = math.tan(a)
+    return t, (1 + t * t,)
+
+
+def tanh_of_the_square(a):
+    return math.tanh(a), (1 - math.tanh(a * a),)
+
+
+def exp_one_lower(a):
+    return math.exp(a), (math.exp(a - 1),)
+
+
+def exp_with_a_rounded_e(a):
+    e = 2.718**a
+    return e, (e,)
+
+
+def exp_no_tuple(a):
+    e = math.exp(a)
+    return e, e
+
+
 @pytest.mark.parametrize("key, fn, words", [
     ("01-pow-local", pow_divides_by_a, "a = 0"),
+    ("02-add-local", add_flat, "return two things"),
+    ("02-add-local", add_like_subtraction, "d(a+b)/db: wrong values"),
+    ("02-add-local", add_counts_both_inputs_twice, "d(a+b)/da: wrong values"),
+    ("02-tanh-local", tanh_sech_not_squared, "d(tanh a)/da: wrong values"),
+    ("02-tanh-local", tanh_is_tan, "tanh a: wrong values"),
+    ("02-tanh-local", tanh_of_the_square, "d(tanh a)/da: wrong values"),
+    ("02-exp-local", exp_one_lower, "d(eᵃ)/da: wrong values"),
+    ("02-exp-local", exp_with_a_rounded_e, "eᵃ: wrong values"),
+    ("02-exp-local", exp_no_tuple, "a tuple of 1 local derivative"),
     ("02-backward", backward_by_the_engine, "calls the engine's own backward"),
     ("03-unbroadcast", unbroadcast_first_stretched_axis_only, "two stretched axes"),
     ("03-unbroadcast", unbroadcast_in_place, "changes one of its inputs in place, at line"),

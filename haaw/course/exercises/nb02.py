@@ -1,9 +1,12 @@
 """Exercises of notebook 02: computation graphs and reverse mode."""
+import math
+
 import numpy as np
 
 from ...engine import Value
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
+from .nb01 import _value_and_locals
 
 register(NumberExercise(
     key="02-fan-out",
@@ -56,6 +59,130 @@ register(NumberExercise(
            "and bias."),
     solution="One pass per parameter: 8 weights + 1 bias = 9 forward-mode passes, against one forward and one "
              "backward pass in reverse mode.",
+))
+
+
+# --- code exercises: the rest of the scalar engine's table, +, tanh and exp ---------------------------
+
+
+def add_local(a, b):
+    """a + b, and its local derivatives: d(a+b)/da = 1, d(a+b)/db = 1."""
+    return a + b, (1.0, 1.0)
+
+
+def tanh_local(a):
+    """tanh(a), and its local derivative, written with the output: d(tanh a)/da = 1 − tanh²(a)."""
+    t = math.tanh(a)
+    return t, (1.0 - t * t,)
+
+
+def exp_local(a):
+    """eᵃ, and its local derivative, which is eᵃ itself."""
+    e = math.exp(a)
+    return e, (e,)
+
+
+register(CodeExercise(
+    key="02-add-local",
+    question="Write the scalar engine's addition: return a+b and its two local derivatives, "
+             "d(a+b)/da and d(a+b)/db.",
+    signature="add_local(a, b) -> (a+b, (d/da, d/db))",
+    reference=add_local,
+    cases=lambda: [Case("hand-checkable", (2.0, 3.0), detail="a = 2, b = 3"), Case("a negative term", (-1.5, 4.0)),
+                   Case("a zero", (0.0, 5.0)), Case("fractions", (0.25, -0.5))],
+    outputs=("a+b", "d(a+b)/da", "d(a+b)/db"),
+    run=_value_and_locals(2),
+    slot="add",
+    mistakes=[
+        Mistake("the upstream gradient split in half",
+                "an addition does not share the gradient out between its inputs: nudging a by ε moves a + b by the "
+                "whole ε, so d(a+b)/da = 1, and the same for b. Each input receives the whole upstream gradient.",
+                lambda a, b: (a + b, (0.5, 0.5))),
+        Mistake("the derivatives of *",
+                "b and a are the local derivatives of a·b, where each input's derivative is the other input. For a "
+                "sum, nudging a by ε moves a + b by ε, whatever b is: both derivatives are 1.",
+                lambda a, b: (a + b, (b, a))),
+        Mistake("each input's own value as its derivative",
+                "the local derivative is how fast a + b moves per unit of a: by exactly 1, whatever a is.",
+                lambda a, b: (a + b, (a, b))),
+        Mistake("the sum as a derivative",
+                "a + b is the forward value; the local derivatives are how much it changes per unit of each input: 1.",
+                lambda a, b: (a + b, (a + b, a + b))),
+        Mistake("only the first input's derivative",
+                "b counts as much as a: nudging b by ε moves a + b by ε too, so d(a+b)/db = 1, not 0.",
+                lambda a, b: (a + b, (1.0, 0.0))),
+    ],
+    hints=("Nudge a by a tiny ε: (a + ε) + b = (a + b) + ε. How much did the output move per unit of ε?",
+           "Both local derivatives are the same plain number, whatever a and b are. Return the sum first, then the "
+           "pair of derivatives."),
+))
+
+register(CodeExercise(
+    key="02-tanh-local",
+    question="Write the scalar engine's tanh: return tanh(a) and its local derivative d(tanh a)/da, "
+             "written with the output t = tanh(a) as 1 − t².",
+    signature="tanh_local(a) -> (tanh a, (d/da,))",
+    reference=tanh_local,
+    cases=lambda: [Case("hand-checkable", (0.0,), detail="a = 0, where tanh is 0 and its slope 1"),
+                   Case("a positive input", (0.5,)), Case("a negative input", (-1.2,)),
+                   Case("a large input", (3.0,), detail="tanh(3) = 0.995, almost flat"),
+                   Case("a saturated input", (-20.0,), detail="tanh(−20) = −1 to 16 digits",
+                        note="far out, tanh is flat: its slope is almost 0")],
+    outputs=("tanh a", "d(tanh a)/da"),
+    run=_value_and_locals(1),
+    slot="scalar_tanh",
+    mistakes=[
+        Mistake("1 − a², the input squared instead of the output",
+                "the derivative of tanh is 1 − tanh²(a): square the output t = tanh(a), not the input a.",
+                lambda a: (math.tanh(a), (1.0 - a * a,))),
+        Mistake("1 − t, the square forgotten",
+                "the derivative of tanh is 1 − t², with t = tanh(a) squared; 1 − t is not symmetric, and it is "
+                "wrong on both sides of 0.",
+                lambda a: (math.tanh(a), (1.0 - math.tanh(a),))),
+        Mistake("t², the output squared without the 1 −",
+                "tanh is steepest at 0, where t = 0, and flat far out, where t² is near 1: its slope is 1 − t², "
+                "not t².",
+                lambda a: (math.tanh(a), (math.tanh(a) ** 2,))),
+        Mistake("1 + t², the sign flipped",
+                "tanh flattens out far from 0, so its slope must fall towards 0 there: 1 − t², not 1 + t².",
+                lambda a: (math.tanh(a), (1.0 + math.tanh(a) ** 2,))),
+        Mistake("the output as its own derivative",
+                "that is true of eᵃ, not of tanh: the slope of tanh is 1 − tanh²(a), 1 at a = 0 where tanh is 0.",
+                lambda a: (math.tanh(a), (math.tanh(a),))),
+    ],
+    hints=("math.tanh(a) (or np.tanh) gives the output. Its slope is largest at a = 0 and falls to 0 far out, where "
+           "tanh is near ±1.",
+           "d(tanh a)/da = 1 − tanh²(a): compute t = tanh(a) once, then use it for both the output and the slope."),
+))
+
+register(CodeExercise(
+    key="02-exp-local",
+    question="Write the scalar engine's exp: return eᵃ and its local derivative d(eᵃ)/da.",
+    signature="exp_local(a) -> (eᵃ, (d/da,))",
+    reference=exp_local,
+    cases=lambda: [Case("hand-checkable", (0.0,), detail="a = 0, where e⁰ = 1"), Case("a = 1", (1.0,)),
+                   Case("a negative input", (-2.0,)), Case("a = 3", (3.0,)),
+                   Case("a large input", (50.0,), detail="e⁵⁰ ≈ 5.2e21")],
+    outputs=("eᵃ", "d(eᵃ)/da"),
+    run=_value_and_locals(1),
+    slot="exp",
+    mistakes=[
+        Mistake("the power rule applied to eᵃ: a·eᵃ⁻¹",
+                "the power rule n·aⁿ⁻¹ is for a fixed exponent. In eᵃ the input is the exponent, and the slope of eᵃ "
+                "is eᵃ itself.",
+                lambda a: (math.exp(a), (a * math.exp(a - 1),))),
+        Mistake("an extra factor a: a·eᵃ",
+                "the chain rule's inner factor here is da/da = 1, not a: d(eᵃ)/da = eᵃ.",
+                lambda a: (math.exp(a), (a * math.exp(a),))),
+        Mistake("the input as the derivative",
+                "eᵃ grows at the rate of its own value, not of a: d(eᵃ)/da = eᵃ.",
+                lambda a: (math.exp(a), (a,))),
+        Mistake("a slope of 1",
+                "1 is the slope of eᵃ at a = 0 only; at any other a the slope is eᵃ, the output itself.",
+                lambda a: (math.exp(a), (1.0,))),
+    ],
+    hints=("math.exp(a) (or np.exp) gives the output. eᵃ is the function whose slope everywhere equals its value.",
+           "Compute e = eᵃ once, and return it both as the output and as the one local derivative, in a tuple of one."),
 ))
 
 
