@@ -135,6 +135,7 @@ def stage(folder: Path) -> None:
         shutil.copytree(ROOT / "docs" / "results", folder / "docs" / "results")
     order = {name: i for i, name in enumerate(DOC_ORDER)}
     docs = sorted((p.stem for p in pages), key=lambda stem: (order.get(stem, len(order)), stem))
+    docs += [f"results/{p.stem}" for p in results if p.suffix == ".md"]  # the measured figures, written by scripts
     index = relink((ROOT / "README.md").read_text(), ROOT / "README.md", staged)
     index += TOC.format(notebooks="\n".join(f"notebooks/{p.stem}" for p in notebooks),
                         docs="\n".join(f"docs/{stem}" for stem in docs))
