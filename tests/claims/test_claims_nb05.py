@@ -11,6 +11,7 @@ from haaw.course.exercises.code import _copies
 from haaw.course.exercises.nb05 import attention_backward, softmax_backward
 from haaw.course.nb05 import attention_row, score_variance, softmax_gradient_norm
 from haaw.nn import TransformerBlock
+from haaw.optim import SGD
 from haaw.tools.torch_mirror import block_in_torch
 
 
@@ -437,3 +438,24 @@ def test_05_the_block_trains_on_the_learner_s_three_functions_through_the_engine
         ours = train()
     assert calls["layer_norm"] == 2 * 60  # both LayerNorms, every step
     assert np.allclose(ours, own, rtol=1e-9, atol=0) and own[-1] < 0.5 * own[0]
+
+
+def test_05_the_block_s_training_run_fits_one_batch_a_block_that_cannot_look_back_fits_it_about_as_well():
+    """Section 8's run checks that gradients train the block, not that attention learned to copy the previous
+    token: with a mask that lets each token see only itself, the loss falls about as far."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 6, 16))
+    previous = np.concatenate([np.zeros((2, 1, 16)), x[:, :-1]], axis=1)
+
+    def final_loss(mask):
+        model = TransformerBlock(16, heads=4, seed=1)
+        optimizer = SGD(model.parameters(), lr=0.1)
+        for _ in range(60):
+            optimizer.zero_grad()
+            loss = ((model(Tensor(x), mask=mask) - Tensor(previous)) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+        return loss.item()
+
+    causal, self_only = final_loss(F.causal_mask(6)), final_loss(np.eye(6, dtype=bool))
+    assert causal < 0.5 and self_only < 0.5 and 0.5 < self_only / causal < 2
