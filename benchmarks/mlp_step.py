@@ -117,7 +117,19 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 rep, no warm-up (a smoke test)")
     parser.add_argument("--tensor-only", action="store_true", help="leave out the scalar section")
     parser.add_argument("--threads", type=int, default=1, help="BLAS and torch threads (default 1)")
+    parser.add_argument("--write", type=Path, help="also write what is printed to this page (docs/results/benchmarks.md)")
     args = parser.parse_args(argv)
+    if args.write:  # the same run in a fresh process, its output printed and written as a docs page
+        argv = [a for a in (sys.argv[1:] if argv is None else argv)]
+        i = argv.index("--write")
+        rest = argv[:i] + argv[i + 2:]
+        run = subprocess.run([sys.executable, __file__, *rest], capture_output=True, text=True)
+        print(run.stdout, end="")
+        command = " ".join(["python benchmarks/mlp_step.py", *rest])
+        args.write.write_text(f"# Benchmarks: the last run\n\nWritten by `{command} --write {args.write}` on the "
+                              f"2-core machine the course is developed on ({platform.machine()}); "
+                              f"docs/performance.md says what each table measures.\n\n```text\n{run.stdout}```\n")
+        return run.returncode
     reps, warmup = (1, 0) if args.quick else (args.reps, 5)
     try:
         import torch

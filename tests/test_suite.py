@@ -7,12 +7,11 @@ pytest_plugins = ["pytester"]
 
 
 def test_only_the_browser_module_has_browser_tests():
-    """`pytest -m browser` collects tests/browser/test_in_jupyterlab.py alone (conftest.py): a browser test anywhere
-    else would never run."""
+    """`pytest -m browser` collects tests/browser alone (conftest.py): a browser test anywhere else would never run."""
     marked = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("*.py")
                     if path != Path(__file__).resolve()
                     and re.search(r"mark\.browser\b|markers.*browser", path.read_text()))
-    assert marked == ["tests/browser/test_in_jupyterlab.py"]
+    assert marked == ["tests/browser/test_in_jupyterlab.py", "tests/browser/test_site.py"]
 
 
 def test_a_test_file_runs_on_its_own_without_nbval_or_xdist():

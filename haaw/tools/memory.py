@@ -16,18 +16,31 @@ import numpy as np
 
 from ..engine import hooks
 from ..engine.graph import context, parents
+from ..engine.tensor import Tensor
 
 
-def _arrays(saved, leaves=frozenset()) -> list:
-    """The arrays among the saved values, also those inside tuples, lists and dicts (ctx.keep = [x, y] saves both)."""
+def _arrays(saved, leaves=frozenset(), _seen=None) -> list:
+    """The arrays among the saved values, wherever they are kept: in tuples, lists and dicts (ctx.keep = [x, y]
+    saves both), in the attributes of an object (ctx.state = SimpleNamespace(x=x)), in a Tensor (its data).
+    Code is not memory kept for backward: a function or module kept to run again (checkpoint's fn) is skipped,
+    its parameters exist anyway. An array reached twice is listed once."""
+    seen = set() if _seen is None else _seen
     found = []
     for value in saved:
-        if isinstance(value, (tuple, list)):
-            found += _arrays(value, leaves)
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, Tensor):
+            value = value.data
+        if isinstance(value, np.ndarray):
+            if id(value) not in leaves:
+                found.append(value)
+        elif isinstance(value, (tuple, list, set, frozenset)):
+            found += _arrays(value, leaves, seen)
         elif isinstance(value, dict):
-            found += _arrays(value.values(), leaves)
-        elif isinstance(value, np.ndarray) and id(value) not in leaves:
-            found.append(value)
+            found += _arrays(value.values(), leaves, seen)
+        elif hasattr(value, "__dict__") and not callable(value) and not isinstance(value, type):
+            found += _arrays(vars(value).values(), leaves, seen)
     return found
 
 

@@ -133,15 +133,9 @@ def test_03_the_two_moons_mlp_trains_to_the_same_losses_on_the_learner_s_linear_
             run.append(F.cross_entropy(model(Tensor(points)), labels).item())
         return np.array(run)
 
-    def counted_loss(logits, targets):
-        calls.append("loss")
-        return REGISTRY["03-cross-entropy"].reference(logits, targets)
-
     engine = train()
-    with plugins.use(linear=counted, cross_entropy=counted_loss):
+    with plugins.use(linear=counted):
         yours = train()
-    assert calls.count("loss") == 600  # every backward started at the learner's cross-entropy
-    calls[:] = [c for c in calls if c != "loss"]
     assert len(engine) == 601  # "after 600 steps": 600 updates, the loss measured after each and at the start
     assert len(calls) == 3 * 600  # three layers, every step: all their gradients came from linear_backward
     np.testing.assert_allclose(yours, engine, rtol=0, atol=1e-12)
@@ -182,54 +176,139 @@ def test_03_the_dX_checker_names_a_division_by_the_batch_size():
     assert "divided by the batch size" not in check("03-dX", G @ W.T).message
 
 
-def test_03_shape_valid_products_of_the_same_matrices_are_not_the_gradients():
-    """"A shape is a memory aid, not a proof": the three impostors have the gradients' shapes and other values."""
+def test_03_shapes_do_not_prove_the_formulas_three_shape_valid_products_are_wrong():
     rng = np.random.default_rng(0)
-    X_, W_, G_ = rng.standard_normal((4, 3)), rng.standard_normal((3, 2)), rng.standard_normal((4, 2))
-    M = np.random.default_rng(1).standard_normal((2, 2))
-    dW, dX = X_.T @ G_, G_ @ W_.T  # from one entry of the sum, checked against finite differences in the first test
-    for product, gradient in ((X_.T @ G_ @ M, dW), (X_.T @ X_ @ X_.T @ G_, dW), (G_ @ W_.T @ W_ @ W_.T, dX)):
-        assert product.shape == gradient.shape and not np.allclose(product, gradient)
+    X0, W0, G0, M = (rng.standard_normal(s) for s in ((4, 3), (3, 2), (4, 2), (2, 2)))
+    dW, dX = X0.T @ G0, G0 @ W0.T  # the gradients, checked against the engine in the first claim above
+    for product, right in ((X0.T @ G0 @ M, dW), (X0.T @ X0 @ X0.T @ G0, dW), (G0 @ W0.T @ W0 @ W0.T, dX)):
+        assert product.shape == right.shape and not np.allclose(product, right)
+    assert (G @ W.T @ W @ W.T).shape == (G @ W.T).shape  # the checker's own named mistake for 03-dX has the right shape
 
 
-def test_03_exp_overflows_past_709_8_and_the_stable_loss_of_the_two_rows_is_1_3133_and_800():
-    largest = np.finfo(np.float64).max
-    assert f"{largest:.1e}" == "1.8e+308" and f"{np.log(largest):.1f}" == "709.8"
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        assert np.isinf(np.exp(1000.0)) and np.exp(-800.0) == 0.0
-        naive = np.exp([1000.0, 999.0, 0.0]) / np.exp([1000.0, 999.0, 0.0]).sum()
-        assert np.isnan(naive[1])
-    # row (1000, 999, 0), target 1: −log P = log(1 + e^−1 + e^−1000) + 1, written out by hand
-    assert 1 + np.log1p(np.exp(-1.0)) == pytest.approx(1.3133, abs=5e-5)
-    # row (0, 800, 0), target 0: log(e^0 + e^800 + e^0) − 0 = 800 + log(1 + 2e^−800) = 800 to double precision
-    losses = F.cross_entropy(Tensor(np.array([[1000.0, 999.0, 0.0], [0.0, 800.0, 0.0]])), np.array([1, 0]),
-                             reduction="none").data
-    np.testing.assert_allclose(losses, [1 + np.log1p(np.exp(-1.0)), 800.0], rtol=1e-12)
+def _cross_entropy_by_definition(z, t):
+    """Written again from the definition with plain NumPy: −mean log softmax[target], the log-sum-exp by logaddexp."""
+    lse = np.logaddexp.reduce(z, axis=1)
+    return float(np.mean(lse - z[np.arange(len(t)), t]))
 
 
-def test_03_central_differences_in_float32_go_wrong_where_float64_s_are_best():
-    """The table: the float64 error falls like h² to about 1e-10 near h = 1e-5; float32's is about 1e-2 at h = 1e-6."""
-    def cd(x, h):
-        return (x * x * x - (x - h) * (x - h) * (x - h) + (x + h) * (x + h) * (x + h) - x * x * x) / (2 * h)
+def test_03_the_learner_s_cross_entropy_reference_agrees_with_finite_differences_and_torch():
+    from haaw.course.exercises.nb03 import cross_entropy_forward_backward as ce
 
-    exact = 3 * 0.7 ** 2
-    err64 = {h: abs(cd(0.7, h) - exact) / exact for h in (1e-2, 1e-3, 1e-5, 1e-7)}
-    assert err64[1e-2] == pytest.approx(1e-4 / 1.47, rel=0.1)  # h²/1.47: the central difference's own error
-    assert err64[1e-3] < 1e-6 and err64[1e-5] < 1e-9 and err64[1e-7] > err64[1e-5]
-    x32, h32 = np.float32(0.7), np.float32(1e-6)
+    rng = np.random.default_rng(7)
+    for z0 in (rng.standard_normal((5, 4)) * 3, np.array([[1000.0, 999.0, 0.0], [0.0, 800.0, 0.0]])):
+        t = rng.integers(0, z0.shape[1], len(z0))
+        loss, grad = ce(z0, t)
+        assert loss == pytest.approx(_cross_entropy_by_definition(z0, t), rel=1e-12)
+        h = 1e-6
+        for b, k in np.ndindex(z0.shape):
+            up, down = z0.copy(), z0.copy()
+            up[b, k] += h
+            down[b, k] -= h
+            numeric = (_cross_entropy_by_definition(up, t) - _cross_entropy_by_definition(down, t)) / (2 * h)
+            assert numeric == pytest.approx(grad[b, k], abs=1e-6)
+        torch = pytest.importorskip("torch")
+        zt = torch.tensor(z0, requires_grad=True)
+        tl = torch.nn.functional.cross_entropy(zt, torch.tensor(t))
+        tl.backward()
+        assert tl.item() == pytest.approx(float(loss), rel=1e-12)
+        np.testing.assert_allclose(grad, zt.grad.numpy(), rtol=1e-10, atol=1e-15)
+
+
+def test_03_the_naive_forward_overflows_and_the_log_of_P_underflows_where_log_sum_exp_does_not():
+    big, t = np.array([[1000.0, 999.0, 0.0], [0.0, 800.0, 0.0]]), np.array([1, 0])
     with np.errstate(all="ignore"):
-        d32 = (x32 + h32) ** np.float32(3) - (x32 - h32) ** np.float32(3)
+        assert np.exp(1000.0) == np.inf and np.exp(-800.0) == 0.0
+        naive = -np.log((np.exp(big) / np.exp(big).sum(axis=1, keepdims=True))[[0, 1], t])
+    assert np.isnan(naive[0]) and naive[1] == np.inf
+    assert f"{np.log(np.finfo(np.float64).max):.1f}" == "709.8" and f"{np.finfo(np.float64).max:.1e}" == "1.8e+308"
+    stable = F.cross_entropy(Tensor(big), t, reduction="none").data
+    assert [f"{v:.4f}" for v in stable] == ["1.3133", "800.0000"]
+    np.testing.assert_allclose(stable, [np.logaddexp.reduce([1.0, 0.0, -999.0]), 800.0], rtol=1e-12)
+
+
+def test_03_the_mlp_trains_to_the_same_losses_on_the_learner_s_cross_entropy_in_the_engine():
+    from haaw.course.exercises.nb03 import cross_entropy_forward_backward
+
+    points, labels = datasets.two_moons(200, noise=0.15, seed=1)
+    calls = []
+
+    def counted(logits, targets):
+        calls.append(1)
+        return cross_entropy_forward_backward(logits, targets)
+
+    def train(steps=600):
+        model = MLP([2, 16, 16, 2], activation="tanh", seed=3)
+        optimizer = SGD(model.parameters(), lr=0.5)
+        run = []
+        for step in range(steps + 1):
+            loss = F.cross_entropy(model(Tensor(points)), labels)
+            run.append(loss.item())
+            if step == steps:
+                break
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return np.array(run)
+
+    engine = train()
+    with plugins.use(cross_entropy=counted, linear=linear_backward):
+        yours = train()
+    assert len(calls) == 600
+    np.testing.assert_allclose(yours, engine, rtol=0, atol=1e-12)
+
+
+def test_03_the_cross_entropy_slot_serves_sum_ignore_index_and_float32():
+    from haaw.course.exercises.nb03 import cross_entropy_forward_backward
+
+    rng = np.random.default_rng(2)
+    z0, t = rng.standard_normal((6, 4)), np.array([0, 3, 1, -100, 2, 2])
+    for kwargs, dtype in (({"reduction": "sum"}, np.float64), ({"ignore_index": -100}, np.float64), ({}, np.float32)):
+        tt = np.where(t < 0, 0, t) if not kwargs.get("ignore_index") else t
+        ours, theirs = Tensor(z0.astype(dtype), requires_grad=True), Tensor(z0.astype(dtype), requires_grad=True)
+        F.cross_entropy(ours, tt, **kwargs).backward()
+        with plugins.use(cross_entropy=cross_entropy_forward_backward):
+            F.cross_entropy(theirs, tt, **kwargs).backward()
+        assert theirs.grad.dtype == dtype
+        np.testing.assert_allclose(theirs.grad, ours.grad, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-7)
+
+
+def test_03_the_timing_cell_prints_the_counted_ratios_not_literals(stored_output):
+    ratios = []
+    for needs in (True, False):
+        x = Tensor(np.ones((256, 512), dtype=np.float32), requires_grad=needs)
+        w, b = Tensor(np.ones((512, 512), dtype=np.float32), requires_grad=True), Tensor(np.zeros(512, np.float32), requires_grad=True)
+        with count_flops() as counted:
+            F.linear(x, w, b).backward(np.ones((256, 512), dtype=np.float32))
+        ratios.append(counted.total_backward / counted.total_forward)
+    assert ratios == [2 + 1 / 1024, 1 + 1 / 1024]  # the bias gradient's B·m over the forward's 2·B·n·m
+    printed = stored_output("03", "def time_linear(")
+    assert "counted backward/forward = 2.001" in printed and "counted backward/forward = 1.001" in printed
+
+
+def test_03_float32_finite_differences_are_garbage_at_small_h_and_float64_ones_are_not():
+    def rel(a, n):
+        return abs(a - n) / max(abs(a), abs(n))
+
+    x32 = np.float32(0.7)
     exact32 = 3 * float(x32) ** 2
-    assert 1e-3 < abs(float(d32 / (2 * h32)) - exact32) / exact32 < 1e-1
+    plus, minus = x32 + np.float32(1e-6), x32 - np.float32(1e-6)
+    in32 = float((plus * plus * plus - minus * minus * minus) / (np.float32(2) * np.float32(1e-6)))
+    assert rel(exact32, in32) > 1e-3  # "off by about 1e-02": the rules of thumb would call it a bug
+    in64 = ((0.7 + 1e-6) ** 3 - (0.7 - 1e-6) ** 3) / 2e-6
+    assert rel(3 * 0.49, in64) < 1e-9
+    assert rel(3 * 0.7, in64) == pytest.approx(0.3, abs=0.001)  # the buggy 3x, relative error 0.3
+    assert abs(1e-6 * 3 * 0.7 - 1e-6 * in64) == pytest.approx(6.3e-7, rel=0.01)  # "off by only 6e-07"
 
 
-def test_03_a_central_difference_across_relu_s_corner_averages_the_two_slopes():
-    h = 1e-6
-    relu = lambda v: max(v, 0.0)  # noqa: E731
-    assert (relu(0.0 + h) - relu(0.0 - h)) / (2 * h) == pytest.approx(0.5)
-    assert (relu(1e-7 + h) - relu(1e-7 - h)) / (2 * h) == pytest.approx(0.55)
-    x = Tensor(np.array([0.0, 1e-7]), requires_grad=True)
-    x.relu().sum().backward()
-    assert x.grad.tolist() == [0.0, 1.0]  # the engine's convention at 0, and the true slope just right of it
-    report = gradcheck(lambda v: v.relu().sum(), np.array([-0.5, 0.0, 1e-7, 0.8]), names=["x"])
+def test_03_relu_at_its_kink_fails_the_gradient_check_though_its_backward_is_right_and_torch_agrees():
+    x = np.array([-0.5, 0.0, 1e-7, 0.8])
+    report = gradcheck(lambda t: t.relu().sum(), x)
     assert not report.ok
+    np.testing.assert_allclose(report.rows[0].numeric, [0.0, 0.5, 0.55, 1.0], atol=1e-9)
+    np.testing.assert_array_equal(report.rows[0].analytic, [0.0, 0.0, 1.0, 1.0])
+    torch = pytest.importorskip("torch")
+    xt = torch.tensor(x, requires_grad=True)
+    xt.relu().sum().backward()
+    np.testing.assert_array_equal(xt.grad.numpy(), [0.0, 0.0, 1.0, 1.0])  # the same convention at exactly 0
+    with pytest.warns(UserWarning, match="double precision"):
+        torch.autograd.gradcheck(lambda t: t.relu(), (torch.tensor([0.3, -0.4], requires_grad=True),), raise_exception=False)

@@ -206,3 +206,11 @@ def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so
         feedback = check("06-checkpoint", cls)
         assert not feedback.correct and "keeping the output as well" in feedback.message
         assert pick("06-checkpoint", cls) is CheckpointSegment
+
+
+def test_06_for_the_7b_model_the_activations_take_about_as_much_as_weights_gradients_and_optimizer_together():
+    """Cell 0: "they can take as much memory as the weights, gradients and optimizer state together"."""
+    parts = training_memory(MODEL_7B, 1, 4096, precision="mixed")
+    fixed = parts["weights"] + parts["gradients"] + parts["optimizer state"]
+    assert 0.9 < parts["activations"] / fixed < 1.1
+    assert round(parts["activations"] / 2**30) == 97 and round(fixed / 2**30) == 100

@@ -91,6 +91,22 @@ def targets_as_the_class_count(logits, targets):
     return loss, grad + (np.eye(logits.shape[1])[targets] / len(targets)) - T
 
 
+def target_logit_not_shifted(logits, targets):  # the max taken off one of the two terms only
+    B = len(targets)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(shifted).sum(axis=1))
+    P = np.exp(shifted - lse[:, None])
+    P[np.arange(B), targets] -= 1
+    return np.mean(lse - logits[np.arange(B), targets]), P / B
+
+
+def eye_of_the_batch(logits, targets):  # np.eye(B) where np.eye(C) is meant
+    B = len(targets)
+    lse = np.logaddexp.reduce(logits, axis=1)
+    P = np.exp(logits - lse[:, None])
+    return np.mean(lse - logits[np.arange(B), targets]), (P - np.eye(B)[targets]) / B
+
+
 def changes_logits_in_place(logits, targets):
     logits -= logits.max(axis=1, keepdims=True)
     return reference(logits, targets)
@@ -104,6 +120,8 @@ def changes_logits_in_place(logits, targets):
     (log_base_two, "wrong values"),
     (targets_as_the_class_count, "wrong values"),
     (changes_logits_in_place, "changes one of its inputs in place"),
+    (target_logit_not_shifted, "loss: wrong values"),
+    (eye_of_the_batch, ""),
 ])
 def test_wrong_code_is_rejected_and_not_misnamed(fn, words):
     feedback = check(KEY, fn)
@@ -113,10 +131,12 @@ def test_wrong_code_is_rejected_and_not_misnamed(fn, words):
 
 
 @pytest.mark.parametrize("answer", [None, 3, "P - T", lambda logits: logits, lambda logits, targets: None,
-                                    lambda logits, targets: (1.0,), lambda logits, targets: 1 / 0])
+                                    lambda logits, targets: (1.0,), lambda logits, targets: 1 / 0,
+                                    lambda z, t: (np.nan, np.full(z.shape, np.nan)), lambda z, t: (1.0, z.tolist()),
+                                    lambda z, t: (np.ones(1), z), lambda z, t: (None, None)])
 def test_odd_answers_get_a_message_not_an_exception(answer):
     feedback = check(KEY, answer)
-    assert feedback.status != CORRECT and feedback.message
+    assert feedback.status != CORRECT and feedback.message and "Traceback" not in feedback.message
 
 
 def test_each_named_mistake_computes_what_its_name_says():

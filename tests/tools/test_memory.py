@@ -107,3 +107,41 @@ def test_checkpoint_gives_the_weights_inside_their_gradient_even_when_its_input_
     out = checkpoint(lambda h: (h @ w).tanh(), Tensor(x0))
     out.sum().backward()
     np.testing.assert_allclose(w.grad, x0.T @ (1 - np.tanh(x0 @ w0) ** 2), rtol=1e-12)  # d/dW Σ tanh(XW)
+
+
+class _Holder:
+    def __init__(self, kept):
+        self.kept = kept
+
+
+@pytest.mark.parametrize("keep, expected", [
+    ("tuple", 3 * 800), ("list", 3 * 800), ("dict", 3 * 800), ("attribute", 3 * 800), ("nested", 3 * 800),
+    ("twice", 800), ("tensor", 800), ("function", 0), ("module", 0),
+])
+def test_every_array_an_operation_keeps_is_counted_whatever_holds_it(keep, expected):
+    """A custom operation keeps three fresh 100-number float64 arrays (800 bytes each) on ctx in a given holder;
+    the tracker's peak is their bytes, counted by hand. Code kept to run again (a function, a module) is not
+    memory kept for backward; an array kept twice is counted once."""
+    import types
+
+    from haaw import Function
+
+    layer = Linear(100, 100)
+
+    class Keeps(Function):
+        @staticmethod
+        def forward(ctx, x):
+            a, b, c = x + 1, x + 2, x + 3  # fresh arrays, none of them the input
+            ctx.kept = {"tuple": (a, b, c), "list": [a, b, c], "dict": {"a": a, "b": b, "c": c},
+                        "attribute": types.SimpleNamespace(a=a, b=b, c=c), "nested": _Holder([a, {"b": (b, [c])}]),
+                        "twice": [a, a, (a,)], "tensor": Tensor(a), "function": np.tanh, "module": layer}[keep]
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    x = Tensor(np.zeros(100), requires_grad=True)
+    with track_memory() as memory:
+        Keeps.apply(x).sum().backward()
+    assert memory.peak == expected

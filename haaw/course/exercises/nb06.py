@@ -3,7 +3,7 @@ import numpy as np
 
 from ...engine import Function, no_grad, Tensor
 from ...nn import Linear
-from ...tools.memory import track_memory
+from ...tools.memory import _arrays, track_memory
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
@@ -95,34 +95,18 @@ def _segment(width, depth, seed):
     return fn, layers
 
 
-def _flat(values):
-    for value in values:
-        if isinstance(value, (tuple, list)):
-            yield from _flat(value)
-        elif isinstance(value, dict):
-            yield from _flat(value.values())
-        else:
-            yield value
-
-
-def _uncounted_and_allowed(x, out) -> int:
-    """Bytes to add to what the memory tracker counted for the operation's ctx: the tracker counts the bare
-    arrays saved on ctx, not arrays held inside Tensors saved there (ctx.out = out keeps out.data all the
-    same), so those are added; a copy of the input x is x too (ctx.x = x.copy(), or Tensor(x)), so it is
-    allowed: taken off if the tracker counted it, not added if it sits in a Tensor."""
+def _copies_of_x(x, out) -> int:
+    """Bytes to take off what the memory tracker counted for the operation's ctx. The tracker counts every array
+    ctx holds, in a Tensor (ctx.out = out keeps out.data), a list, a dict or an object alike; a copy of the input
+    x is x too (ctx.x = x.copy(), or Tensor(x.copy())), so keeping one is allowed."""
     ctx = getattr(out, "_ctx", None)
-    saved = list(_flat(ctx.saved.values())) if ctx is not None else []
+    if ctx is None:
+        return 0
 
     def is_x(a):
-        return a is x or a.base is x or (a.shape == x.shape and np.array_equal(a, x))
+        return a.base is x or (a.shape == x.shape and np.array_equal(a, x))
 
-    counted = {id(a): a for a in saved if isinstance(a, np.ndarray)}
-    copies = {i: a for i, a in counted.items() if a is not x and is_x(a)}
-    in_tensors = [t.data for t in saved if isinstance(t, Tensor) and isinstance(t.data, np.ndarray)]
-    buffers = {id(a if a.base is None else a.base): (a if a.base is None else a.base) for a in in_tensors
-               if id(a) not in counted and not is_x(a)}  # a view keeps its whole buffer alive, as the tracker counts
-    held = {i: a for i, a in buffers.items() if i not in counted and a is not x}
-    return sum(a.nbytes for a in held.values()) - sum(a.nbytes for a in copies.values())
+    return sum(a.nbytes for a in _arrays(ctx.saved.values(), frozenset({id(x)})) if is_x(a))
 
 
 def _run_checkpoint(cls, width, depth, batch, seed):
@@ -134,7 +118,7 @@ def _run_checkpoint(cls, width, depth, batch, seed):
     G = rng.standard_normal((batch, width))
     with track_memory() as memory:
         out = cls.apply(fn, x)
-        kept = memory.current + _uncounted_and_allowed(x.data, out)  # Tensors on ctx count; copies of x do not
+        kept = memory.current - _copies_of_x(x.data, out)  # every array on ctx counts, but a copy of x
         if not isinstance(out, Tensor) or not out.requires_grad:
             raise LearnerError("apply(fn, x) must give a Tensor that is part of the graph: does forward return "
                                "out.data, the array?")
