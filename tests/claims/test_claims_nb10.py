@@ -326,9 +326,12 @@ def test_10_the_schedule_warms_up_linearly_then_decays_along_half_a_cosine(store
         assert recipe.learning_rate(step) == pytest.approx(lr, rel=1e-12)
     read = stored_output("10", "learning rate with 10 warmup steps in 60")
     assert ", ".join(f"step {s}: {lr:.5f}" for s, lr in expected.items()) in read
-    no_warmup, warmup = map(float, re.findall(r"mean loss over steps 31-40 ([\d.]+)",
-                                              stored_output("10", "for warm in (0, 10):")))
-    assert warmup < no_warmup  # "the run with warmup ends with the lower loss"
+    one_step, warmup = map(float, re.findall(r"mean loss over steps 31-40 ([\d.]+)",
+                                             stored_output("10", "for warm in (1, 10):")))
+    assert warmup < one_step  # "the run with warmup ends with the lower loss"
+    # the control differs in its warmup only: 1 step of it, then the same half cosine to 0 at step 40
+    control, warm = nb10.Recipe(lr=0.03, warmup=1, steps=40), nb10.Recipe(lr=0.03, warmup=10, steps=40)
+    assert control.learning_rate(0) == 0.03 and control.learning_rate(39) < 1e-4 and warm.learning_rate(39) < 1e-3
 
 
 def test_10_two_workers_with_the_ring_take_one_worker_s_steps_and_without_it_drift_apart(stored_output):
@@ -387,3 +390,19 @@ def test_10_the_step_with_every_switch_agrees_with_pytorch():
     moved, torch_moved = nb10.flat_weights(ours.model) - start, np.concatenate([w.ravel() for w in weights]) - start
     assert np.linalg.norm(moved - torch_moved) / np.linalg.norm(torch_moved) < 1e-6
     assert all(n > 0.5 for n in ours.log["norm"]) and not any(skipped)
+
+
+def test_10_checkpointing_keeps_about_one_block_s_worth_so_its_share_shrinks_with_more_blocks():
+    """Cell 39: "backward rebuilds one block at a time ... with only 2 blocks that is half; with more blocks the
+    share would shrink"."""
+    def peak(layers, checkpointing):
+        model = TinyGPT(31, layers=layers, seed=0)
+        model.checkpointing = checkpointing
+        x, y = random_batch(TRAIN, 16, 32, np.random.default_rng(0))
+        with track_memory() as memory:
+            F.cross_entropy(model(x).reshape(-1, 31), y.reshape(-1)).backward()
+        return memory.peak
+
+    two, four = (peak(n, True) / peak(n, False) for n in (2, 4))
+    assert 0.4 < two < 0.6 and four < 0.35
+    assert abs(peak(4, True) - peak(2, True)) < 0.1 * peak(2, True)  # about one block's worth, whatever the depth
