@@ -270,7 +270,8 @@ def test_07_the_table_the_notebook_prints_is_what_an_independent_run_gives():
 
 
 def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pass_gives_nan():
-    scaled = np.array([1e5, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)
+    assert np.isfinite(np.float16(3.0))  # unscaled, the large entry fits in fp16: the scale overflows it
+    scaled = np.array([3.0, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)
     with np.errstate(invalid="ignore", over="ignore"):
         in_fp16 = scaled.astype(np.float16)
         assert np.isinf(in_fp16[0]) and np.all(np.isfinite(in_fp16[1:]))  # only the first entry overflows
@@ -280,3 +281,34 @@ def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pas
     with np.errstate(invalid="ignore"):  # −inf + inf: the nan this test is about
         assert np.isneginf(outputs[0]) and np.isposinf(outputs[1]) and np.isnan(outputs.mean())
     assert StaticLossScaler(2.0**16).unscale([in_fp16])[1]
+
+
+def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_than_a_real_batch_s():
+    x, labels = classification_data()
+    w = [np.asarray(a, dtype=np.float64) for a in pretrained_weights(steps=300)]
+    # plain numpy forward and backward of the tanh MLP, sum of the 128 losses / 2**17
+    grads, h, acts = [], x.astype(np.float64), [x.astype(np.float64)]
+    layers = [(w[i], w[i + 1]) for i in range(0, len(w), 2)]
+    for k, (W, b) in enumerate(layers):
+        z = h @ W + b
+        h = np.tanh(z) if k < len(layers) - 1 else z
+        acts.append(h)
+    p = np.exp(h - h.max(axis=1, keepdims=True)); p /= p.sum(axis=1, keepdims=True)
+    d = (p - np.eye(p.shape[1])[labels]) / 2**17
+    for k in range(len(layers) - 1, -1, -1):
+        W, b = layers[k]
+        grads += [np.abs(acts[k].T @ d).ravel(), np.abs(d.sum(axis=0)).ravel()]
+        d = (d @ W.T) * (1 - acts[k] ** 2) if k > 0 else None
+    g = np.concatenate(grads)
+    assert np.median(g) == pytest.approx(5.2e-8, rel=0.06)
+    assert round(100 * np.mean(g < 1e-7)) == 77 and round(100 * np.mean(g < 1e-8)) == 11
+    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7
+    assert 2**17 // 128 == 2**10
+
+
+def test_07_powers_of_two_lose_digits_at_fp16_s_edges():
+    v = np.float32(1.2345e-7)
+    assert np.float32(np.float16(v)) != v and abs(float(np.float16(v)) - 1.19209e-7) < 1e-11
+    assert abs(float(np.float32(np.float16(v * np.float32(2.0**10))) / 2.0**10) - 1.234e-7) < 1e-10
+    with np.errstate(over="ignore"):
+        assert np.isfinite(np.float16(40000.0)) and np.isinf(np.float16(40000.0) * np.float16(2.0))
