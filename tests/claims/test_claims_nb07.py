@@ -302,6 +302,9 @@ def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_t
     g = np.concatenate(grads)
     assert np.median(g) == pytest.approx(5.2e-8, rel=0.06)
     assert round(100 * np.mean(g < 1e-7)) == 77 and round(100 * np.mean(g < 1e-8)) == 11
+    g32 = g.astype(np.float32)
+    assert 100 * np.mean(g32.astype(np.float16) == 0) == pytest.approx(31.7, abs=0.3)
+    assert 100 * np.mean((g32 * 1024).astype(np.float16) == 0) == pytest.approx(0.1, abs=0.1)
     # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7
     assert 2**17 // 128 == 2**10
 
