@@ -315,3 +315,39 @@ def test_07_powers_of_two_lose_digits_at_fp16_s_edges():
     assert abs(float(np.float32(np.float16(v * np.float32(2.0**10))) / 2.0**10) - 1.234e-7) < 1e-10
     with np.errstate(over="ignore"):
         assert np.isfinite(np.float16(40000.0)) and np.isinf(np.float16(40000.0) * np.float16(2.0))
+
+
+def test_07_what_autocast_keeps_in_fp32_breaks_in_fp16():
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.isinf(np.exp(np.float16(12.0))) and np.isfinite(np.exp(np.float16(11.0)))
+        e = np.exp(np.array([12.0, 3.0, 1.0], dtype=np.float16))
+        assert np.isnan((e / e.sum())[0])
+        assert float(np.cumsum(np.ones(10_000, dtype=np.float16))[-1]) == 2048.0
+        assert np.float16(2048.0) + np.float16(1.0) == np.float16(2048.0)
+        f = np.array([300.0, -300.0, 250.0, -250.0], dtype=np.float16)
+        assert np.isinf(np.mean(f * f)) and np.mean(f.astype(np.float64) ** 2) == 76250.0
+
+
+def test_07_a_forward_activation_of_65536_overflows_fp16_not_bf16():
+    with np.errstate(over="ignore"):
+        assert 256 * 16.0 * 16.0 == 65536.0 and np.isinf(np.float16(65536.0))
+    assert float(np.array(65536.0).astype(ml_dtypes.bfloat16)) == 65536.0
+
+
+def test_07_unscale_once_per_optimizer_step_not_per_micro_batch():
+    g = [np.array([0.5, -1.0]), np.array([1.5, 0.0]), np.array([-1.0, 2.0])]
+    S = 2.0**10
+    assert np.allclose(sum(S * x for x in g) / S, [1.0, 1.0])
+    wrong = np.zeros(2)
+    for x in g:
+        wrong = (wrong + S * x) / S
+    assert np.allclose(wrong, g[2] + g[1] / S + g[0] / S**2)
+    assert np.allclose(np.round(wrong, 7), [-0.9985347, 1.999999])
+
+
+def test_07_a_scaler_growing_every_4_steps_skips_every_fifth_step_from_88():
+    nb = json.loads((Path(__file__).parents[2] / "notebooks" / "07_mixed_precision.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c.get("id") == "cell-49h" for o in c["outputs"])
+    assert "skipped steps: 23 of 200" in text and str(list(range(88, 200, 5))) in text
+    # the arithmetic of the saw: 22 doublings after 4 clean steps each, from 2^16 to 2^38, reach step 88
+    assert 16 + 88 // 4 == 38 and len(range(88, 200, 5)) == 23
