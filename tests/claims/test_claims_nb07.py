@@ -351,3 +351,9 @@ def test_07_a_scaler_growing_every_4_steps_skips_every_fifth_step_from_88():
     assert "skipped steps: 23 of 200" in text and str(list(range(88, 200, 5))) in text
     # the arithmetic of the saw: 22 doublings after 4 clean steps each, from 2^16 to 2^38, reach step 88
     assert 16 + 88 // 4 == 38 and len(range(88, 200, 5)) == 23
+
+
+def test_07_a_long_sum_stalls_at_256_in_bf16():
+    b = ml_dtypes.bfloat16
+    assert float(np.array(256.0, dtype=b) + np.array(1.0, dtype=b)) == 256.0
+    assert float(np.array(255.0, dtype=b) + np.array(1.0, dtype=b)) == 256.0
