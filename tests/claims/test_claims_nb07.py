@@ -270,7 +270,8 @@ def test_07_the_table_the_notebook_prints_is_what_an_independent_run_gives():
 
 
 def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pass_gives_nan():
-    scaled = np.array([1e5, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)
+    assert np.isfinite(np.float16(3.0))  # unscaled, the large entry fits in fp16: the scale overflows it
+    scaled = np.array([3.0, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)
     with np.errstate(invalid="ignore", over="ignore"):
         in_fp16 = scaled.astype(np.float16)
         assert np.isinf(in_fp16[0]) and np.all(np.isfinite(in_fp16[1:]))  # only the first entry overflows
@@ -280,3 +281,79 @@ def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pas
     with np.errstate(invalid="ignore"):  # −inf + inf: the nan this test is about
         assert np.isneginf(outputs[0]) and np.isposinf(outputs[1]) and np.isnan(outputs.mean())
     assert StaticLossScaler(2.0**16).unscale([in_fp16])[1]
+
+
+def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_than_a_real_batch_s():
+    x, labels = classification_data()
+    w = [np.asarray(a, dtype=np.float64) for a in pretrained_weights(steps=300)]
+    # plain numpy forward and backward of the tanh MLP, sum of the 128 losses / 2**17
+    grads, h, acts = [], x.astype(np.float64), [x.astype(np.float64)]
+    layers = [(w[i], w[i + 1]) for i in range(0, len(w), 2)]
+    for k, (W, b) in enumerate(layers):
+        z = h @ W + b
+        h = np.tanh(z) if k < len(layers) - 1 else z
+        acts.append(h)
+    p = np.exp(h - h.max(axis=1, keepdims=True)); p /= p.sum(axis=1, keepdims=True)
+    d = (p - np.eye(p.shape[1])[labels]) / 2**17
+    for k in range(len(layers) - 1, -1, -1):
+        W, b = layers[k]
+        grads += [np.abs(acts[k].T @ d).ravel(), np.abs(d.sum(axis=0)).ravel()]
+        d = (d @ W.T) * (1 - acts[k] ** 2) if k > 0 else None
+    g = np.concatenate(grads)
+    assert np.median(g) == pytest.approx(5.2e-8, rel=0.06)
+    assert round(100 * np.mean(g < 1e-7)) == 77 and round(100 * np.mean(g < 1e-8)) == 11
+    g32 = g.astype(np.float32)
+    assert 100 * np.mean(g32.astype(np.float16) == 0) == pytest.approx(31.7, abs=0.3)
+    assert 100 * np.mean((g32 * 1024).astype(np.float16) == 0) == pytest.approx(0.1, abs=0.1)
+    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7
+    assert 2**17 // 128 == 2**10
+
+
+def test_07_powers_of_two_lose_digits_at_fp16_s_edges():
+    v = np.float32(1.2345e-7)
+    assert np.float32(np.float16(v)) != v and abs(float(np.float16(v)) - 1.19209e-7) < 1e-11
+    assert abs(float(np.float32(np.float16(v * np.float32(2.0**10))) / 2.0**10) - 1.234e-7) < 1e-10
+    with np.errstate(over="ignore"):
+        assert np.isfinite(np.float16(40000.0)) and np.isinf(np.float16(40000.0) * np.float16(2.0))
+
+
+def test_07_what_autocast_keeps_in_fp32_breaks_in_fp16():
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.isinf(np.exp(np.float16(12.0))) and np.isfinite(np.exp(np.float16(11.0)))
+        e = np.exp(np.array([12.0, 3.0, 1.0], dtype=np.float16))
+        assert np.isnan((e / e.sum())[0])
+        assert float(np.cumsum(np.ones(10_000, dtype=np.float16))[-1]) == 2048.0
+        assert np.float16(2048.0) + np.float16(1.0) == np.float16(2048.0)
+        f = np.array([300.0, -300.0, 250.0, -250.0], dtype=np.float16)
+        assert np.isinf(np.mean(f * f)) and np.mean(f.astype(np.float64) ** 2) == 76250.0
+
+
+def test_07_a_forward_activation_of_65536_overflows_fp16_not_bf16():
+    with np.errstate(over="ignore"):
+        assert 256 * 16.0 * 16.0 == 65536.0 and np.isinf(np.float16(65536.0))
+    assert float(np.array(65536.0).astype(ml_dtypes.bfloat16)) == 65536.0
+
+
+def test_07_unscale_once_per_optimizer_step_not_per_micro_batch():
+    g = [np.array([0.5, -1.0]), np.array([1.5, 0.0]), np.array([-1.0, 2.0])]
+    S = 2.0**10
+    assert np.allclose(sum(S * x for x in g) / S, [1.0, 1.0])
+    wrong = np.zeros(2)
+    for x in g:
+        wrong = (wrong + S * x) / S
+    assert np.allclose(wrong, g[2] + g[1] / S + g[0] / S**2)
+    assert np.allclose(np.round(wrong, 7), [-0.9985347, 1.999999])
+
+
+def test_07_a_scaler_growing_every_4_steps_skips_every_fifth_step_from_88():
+    nb = json.loads((Path(__file__).parents[2] / "notebooks" / "07_mixed_precision.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c.get("id") == "cell-49h" for o in c["outputs"])
+    assert "skipped steps: 23 of 200" in text and str(list(range(88, 200, 5))) in text
+    # the arithmetic of the saw: 22 doublings after 4 clean steps each, from 2^16 to 2^38, reach step 88
+    assert 16 + 88 // 4 == 38 and len(range(88, 200, 5)) == 23
+
+
+def test_07_a_long_sum_stalls_at_256_in_bf16():
+    b = ml_dtypes.bfloat16
+    assert float(np.array(256.0, dtype=b) + np.array(1.0, dtype=b)) == 256.0
+    assert float(np.array(255.0, dtype=b) + np.array(1.0, dtype=b)) == 256.0
