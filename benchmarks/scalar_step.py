@@ -135,7 +135,7 @@ def main(argv=None):
     n_points = 16 if args.quick else N_POINTS
 
     points, labels = half_moons(n_points)
-    ours = MLP(SIZES, seed=1)
+    ours = MLP(SIZES, seed=1, activation="relu")  # micrograd's hidden units are ReLU
     engines = {"haaw": (ours, Value)}
     if MicroMLP is not None:  # same structure, then our initial weights copied in
         theirs = MicroMLP(SIZES[0], SIZES[1:])
