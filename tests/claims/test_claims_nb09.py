@@ -119,15 +119,25 @@ def test_09_the_ring_takes_2_n_minus_1_steps_and_every_worker_ends_with_every_co
         assert all(sum(cell[1:] == everyone for cell in cells) == 1 for cells in per_worker)
 
 
-def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model():
-    sent = [ring_bytes_per_worker(n, 14.0) for n in (2, 4, 8, 16, 64, 256)]
-    assert sent == sorted(sent) and max(sent) < 28.0 and sent[1] == 21.0
+def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model(stored_output):
+    # 7e9 parameters, fp32 gradients (notebook 07's mixed precision): 4 bytes each, 28 GB
+    gradient_gb = 7e9 * 4 / 1e9
+    assert gradient_gb == 28.0
+    printed = stored_output("09", "gradient_gb = model_parameters").splitlines()
+    assert printed[0] == "the gradient of 7e+09 parameters in fp32: 28 GB"
+    rows = [line.split() for line in printed[2:8]]
+    for n, (workers, steps, message, sent, naive) in zip((2, 4, 8, 16, 64, 256), rows):
+        assert int(workers) == n and int(steps) == 2 * (n - 1)
+        assert float(message) == round(28 / n, 3) and float(sent) == round(2 * (n - 1) / n * 28, 2)
+        assert float(naive) == (n - 1) * 28
+    sent = [ring_bytes_per_worker(n, gradient_gb) for n in (2, 4, 8, 16, 64, 256)]
+    assert sent == sorted(sent) and max(sent) < 2 * gradient_gb and sent[0] == 28.0 and sent[1] == 42.0
     latency, bandwidth = 10e-6, 50e9
 
     def parts(n, size):
         return 2 * (n - 1) * latency, ring_bytes_per_worker(n, size) / bandwidth
 
-    assert all(lat < bw / 10 for lat, bw in (parts(n, 14e9) for n in (8, 64, 256, 1024)))
+    assert all(lat < bw / 10 for lat, bw in (parts(n, 28e9) for n in (8, 64, 256, 1024)))
     bucket = 25 * 2**20
     assert parts(8, bucket)[0] < parts(8, bucket)[1] and parts(64, bucket)[0] > parts(64, bucket)[1]
 
