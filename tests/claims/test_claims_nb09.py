@@ -189,3 +189,15 @@ def test_09_the_ring_checker_rejects_a_sum_that_never_goes_around_the_ring():
         return [np.concatenate(c) for c in chunks]
 
     assert check("09-ring-all-reduce", other_start).status == CORRECT
+
+
+def test_09_averaging_the_workers_mean_gradients_gives_the_big_batch_gradient_at_any_number_of_workers():
+    # what DDP's averaging rests on: with equal shards the big batch's mean is the average of the shards' means
+    x, y = make_data(64)
+    weights = initial_weights()
+    big = _flat(shard_gradient(weights, x, y))
+    for n in (1, 2, 4, 8, 16):
+        means = [_flat(shard_gradient(weights, x[rows], y[rows])) for rows in np.array_split(np.arange(64), n)]
+        np.testing.assert_allclose(np.sum(means, axis=0) / n, big, rtol=1e-12, atol=1e-15)
+        if n > 1:  # the sum of the means, not divided by n, is n times too large
+            assert np.max(np.abs(np.sum(means, axis=0) - big)) > 1e-2
