@@ -201,3 +201,32 @@ def test_09_averaging_the_workers_mean_gradients_gives_the_big_batch_gradient_at
         np.testing.assert_allclose(np.sum(means, axis=0) / n, big, rtol=1e-12, atol=1e-15)
         if n > 1:  # the sum of the means, not divided by n, is n times too large
             assert np.max(np.abs(np.sum(means, axis=0) - big)) > 1e-2
+
+
+def test_09_accumulating_on_workers_costs_k_all_reduces_unless_only_the_last_microbatch_syncs(stored_output):
+    from haaw.course.exercises.nb09 import ring_all_reduce
+
+    x, y = make_data(64)
+    weights = initial_weights()
+    big = _flat(shard_gradient(weights, x, y))
+    n, k = 4, 4
+    size = big.nbytes
+    assert size == 81 * 8  # the MLP 3 → 16 → 1: 3·16 + 16 + 16 + 1 numbers, float64
+    every, last = Ring(n, length=big.size), Ring(n, length=big.size)
+    grad_every, grad_local = np.zeros((n, big.size)), np.zeros((n, big.size))
+    for j in range(k):
+        micro = [_flat(shard_gradient(weights, x[np.array_split(r, k)[j]], y[np.array_split(r, k)[j]], total=64))
+                 for r in np.array_split(np.arange(64), n)]
+        grad_every += ring_all_reduce(micro, every)
+        grad_local += micro
+    grad_last = ring_all_reduce(list(grad_local), last)
+    per_all_reduce = 2 * (n - 1) / n * size  # the closed form
+    assert every.bytes_sent / n == k * per_all_reduce == 3888 and every.steps == k * 2 * (n - 1) == 24
+    assert last.bytes_sent / n == per_all_reduce == 972 and last.steps == 2 * (n - 1) == 6
+    for g in (*grad_every, *grad_last):
+        np.testing.assert_allclose(g, big, rtol=1e-12, atol=1e-15)
+    printed = stored_output("09", "k_micro = 4").splitlines()
+    assert printed[0] == "all-reduce after every microbatch: 24 ring steps, 3888 bytes sent per worker"
+    assert printed[2] == "no_sync, all-reduce after the last: 6 ring steps, 972 bytes sent per worker"
+    assert all(line.endswith("agrees (rtol 1e-07)") for line in (printed[1], printed[3]))
+    assert printed[4] == "closed form, per all-reduce 2·(N−1)/N·S = 2·3/4·648 = 972 bytes; 4 of them: 3888"
