@@ -230,3 +230,51 @@ def test_09_accumulating_on_workers_costs_k_all_reduces_unless_only_the_last_mic
     assert printed[2] == "no_sync, all-reduce after the last: 6 ring steps, 972 bytes sent per worker"
     assert all(line.endswith("agrees (rtol 1e-07)") for line in (printed[1], printed[3]))
     assert printed[4] == "closed form, per all-reduce 2·(N−1)/N·S = 2·3/4·648 = 972 bytes; 4 of them: 3888"
+
+
+def test_09_overlap_timeline_by_hand_on_tiny_steps():
+    from haaw.course.nb09 import overlap_timeline
+
+    # three layers (in backward's order) of 1, 2, 1 s with 2, 1, 3 bytes; buckets of at least 2 bytes; an
+    # all-reduce takes 0.5 s + 1 s per byte. Layer 0 fills a bucket at t = 1: all-reduced 1 → 3.5. Layer 1's byte
+    # waits; layer 2 ends at 4 and its 3 bytes join it: 4 bytes, 4 → 8.5. Serial: 4 + (0.5 + 6) = 10.5.
+    plan = overlap_timeline([1, 2, 1], [2, 1, 3], 2, lambda b: 0.5 + b)
+    assert plan["compute"] == [(0, 1), (1, 3), (3, 4)]
+    assert plan["buckets"] == [(1, 1, 3.5, 2), (4, 4, 8.5, 4)]
+    assert (plan["backward_end"], plan["step_time"], plan["serial_time"]) == (4, 8.5, 10.5)
+    # communication slower than compute: the second bucket, launched at 2, waits for the stream until 4
+    plan = overlap_timeline([1, 1], [3, 3], 1, lambda b: b)
+    assert plan["buckets"] == [(1, 1, 4, 3), (2, 4, 7, 3)] and (plan["step_time"], plan["serial_time"]) == (7, 8)
+    # a remainder smaller than a bucket is launched when backward ends
+    plan = overlap_timeline([1, 1], [1, 1], 5, lambda b: b)
+    assert plan["buckets"] == [(2, 2, 4, 2)] and plan["step_time"] == 4
+
+
+def test_09_overlap_saves_what_the_closed_form_says_for_the_7b_model(stored_output):
+    layer = 4 * (7e9 / 32) * 4096 / 100e12  # one layer's backward, s
+    lat = 2 * 7 * 10e-6  # 8 workers: 14 messages of 10 µs
+
+    def comm(nbytes, link):
+        return lat + 2 * 7 / 8 * nbytes / link
+
+    lines = stored_output("09", "layer_count, tokens_per_worker").splitlines()
+    assert lines[0] == f"one layer's backward: {1000 * layer:.1f} ms; all of backward: {1000 * 32 * layer:.0f} ms"
+    # 50 GB/s: a layer's all-reduce is shorter than a layer's backward, so only the last one sticks out
+    fast = comm(875e6, 50e9)
+    assert fast < layer
+    serial, step = 32 * layer + comm(28e9, 50e9), 32 * layer + fast
+    assert lines[1] == (f"links of 50 GB/s: one layer's all-reduce {1000 * fast:.1f} ms; 32 buckets; step without "
+                        f"overlap {1000 * serial:.0f} ms, with overlap {1000 * step:.0f} ms: "
+                        f"{1000 * (serial - step):.0f} ms saved")
+    assert lines[1].endswith("2127 ms, with overlap 1178 ms: 949 ms saved")
+    # 25 GB/s: the all-reduces are slower, they queue: the first layer's backward, then 32 all-reduces in a row
+    slow = comm(875e6, 25e9)
+    assert slow > layer
+    serial, step = 32 * layer + comm(28e9, 25e9), layer + 32 * slow
+    assert lines[2] == (f"links of 25 GB/s: one layer's all-reduce {1000 * slow:.1f} ms; 32 buckets; step without "
+                        f"overlap {1000 * serial:.0f} ms, with overlap {1000 * step:.0f} ms: "
+                        f"{1000 * (serial - step):.0f} ms saved")
+    assert lines[4].startswith("Figure: ") and f"up to {1000 * 32 * layer:.0f} ms" in lines[4]
+    assert f"ends at {1000 * (32 * layer + fast):.0f} ms" in lines[4]
+    assert lines[3] == f"the latency of 32 all-reduces instead of one: {1000 * 31 * lat:.1f} ms more"
+    assert f"{1000 * 31 * lat:.1f}" == "4.3"
