@@ -153,6 +153,29 @@ def ring_bytes_per_worker(workers: int, nbytes: float) -> float:
 
 
 
+def reduce_scatter(buffers, send) -> list:
+    """The ring all-reduce's first half alone: afterwards worker i holds one chunk of ``np.array_split(buffer, N)``
+    summed over all N workers, chunk (i + 1) % N. Returns (chunk index, summed chunk) for every worker."""
+    n = len(buffers)
+    partial = ring(buffers, send, gather=False)
+    return [((i + 1) % n, np.array_split(partial[i], n)[(i + 1) % n]) for i in range(n)]
+
+
+def all_gather(shards, send) -> list[np.ndarray]:
+    """The ring all-reduce's second half alone: worker i starts with one chunk, ``shards[i] = (index, values)``,
+    and passes what it last received to its right-hand neighbour, N − 1 times; every worker ends with every
+    chunk, joined in index order."""
+    n = len(shards)
+    held = [{index: np.array(values)} for index, values in shards]
+    passing = list(shards)
+    for _ in range(n - 1):
+        received = send([values for _, values in passing])
+        passing = [(passing[(i - 1) % n][0], received[i]) for i in range(n)]
+        for i, (index, values) in enumerate(passing):
+            held[i][index] = values
+    return [np.concatenate([h[c] for c in range(n)]) for h in held]
+
+
 def overlap_timeline(backward_seconds, gradient_bytes, bucket_bytes: float, all_reduce_seconds) -> dict:
     """Backward with a bucketed all-reduce overlapping it, simulated (no clock: every time is computed).
 

@@ -278,3 +278,65 @@ def test_09_overlap_saves_what_the_closed_form_says_for_the_7b_model(stored_outp
     assert f"ends at {1000 * (32 * layer + fast):.0f} ms" in lines[4]
     assert lines[3] == f"the latency of 32 all-reduces instead of one: {1000 * 31 * lat:.1f} ms more"
     assert f"{1000 * 31 * lat:.1f}" == "4.3"
+
+
+def test_09_zero_memory_per_worker_against_a_hand_formula(stored_output):
+    p = 7e9  # bf16 weights 2 bytes, fp32 gradients 4, fp32 master 4, Adam m 4 and v 4
+    ddp = p * (2 + 4 + 4 + 4 + 4) / 1e9
+    stage1 = {n: p * (2 + 4 + 12 / n) / 1e9 for n in (8, 64)}
+    stage2 = {n: p * (2 + 16 / n) / 1e9 for n in (8, 64)}
+    assert ddp == 126 and stage1[8] == 52.5 and stage2[8] == 28 and stage2[64] == 15.75 and p * 2 / 1e9 == 14
+    assert ddp > 80  # more than an 80 GB accelerator holds
+    lines = stored_output("09", "bytes_per_param = {").splitlines()
+    assert lines[0] == "18 bytes per parameter in all; GB per worker:"
+    table = {" ".join(line.split()[:-2]): [float(v) for v in line.split()[-2:]] for line in lines[2:5]}
+    assert table == {"plain DDP": [round(ddp, 1)] * 2, "ZeRO stage 1": [round(stage1[8], 1), round(stage1[64], 1)],
+                     "ZeRO stage 2": [round(stage2[8], 1), round(stage2[64], 1)]}
+    assert table["ZeRO stage 2"][1] == 15.8
+
+
+def _numpy_adam(w, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    return w - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps), m, v
+
+
+def test_09_sharded_adam_over_reduce_scatter_and_all_gather_gives_the_unsharded_weights(stored_output):
+    from haaw.course.nb09 import all_gather, reduce_scatter
+
+    x, y = make_data(64)
+    shapes = [w.shape for w in initial_weights()]
+    start = _flat(initial_weights())
+    n = 4
+    rows = np.array_split(np.arange(64), n)
+
+    def unflat(vector):
+        return [p.reshape(s) for p, s in zip(np.split(vector, np.cumsum([np.prod(s) for s in shapes])[:-1]), shapes)]
+
+    def grads(vector):
+        return [_flat(shard_gradient(unflat(vector), x[r], y[r], total=64)) for r in rows]
+
+    whole, m, v = start.copy(), np.zeros_like(start), np.zeros_like(start)
+    copies = [start.copy() for _ in range(n)]
+    chunks = np.array_split(np.arange(start.size), n)  # which weights each chunk index holds
+    state = {}
+    for t in range(1, 11):
+        whole, m, v = _numpy_adam(whole, np.sum(grads(whole), axis=0), m, v, t, 0.05)  # big batch, unsharded
+        wires = Ring(n, length=start.size)
+        updated = []
+        for index, summed in reduce_scatter(grads(copies[0]), wires):
+            mi, vi = state.get(index, (np.zeros(summed.size), np.zeros(summed.size)))
+            new, *state[index] = _numpy_adam(copies[0][chunks[index]], summed, mi, vi, t, 0.05)
+            updated.append((index, new))
+        assert sorted(state) == list(range(n))  # every chunk has exactly one owner
+        copies = all_gather(updated, wires)
+        # a reduce-scatter and an all-gather send what one all-reduce sends
+        assert wires.steps == 2 * (n - 1) and wires.numbers_sent == 2 * (n - 1) * start.size
+    for c in copies:
+        np.testing.assert_allclose(c, whole, rtol=1e-10, atol=1e-13)
+    assert np.max(np.abs(whole - start)) > 0.1
+    lines = stored_output("09", "zero_steps, zero_lr = 10, 0.05").splitlines()
+    assert lines[0] == "each worker keeps m and v for [20, 20, 20, 21] of the 81 weights"
+    assert [len(c) for c in np.array_split(np.arange(81), 4)] == [21, 20, 20, 20]  # chunk (i + 1) % 4 for worker i
+    assert lines[1] == "the workers' weights after the all-gather are identical: True"
+    assert lines[2] == "sharded Adam vs plain data parallelism agrees (rtol 1e-07)"
