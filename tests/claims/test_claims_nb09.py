@@ -258,6 +258,9 @@ def test_09_overlap_saves_what_the_closed_form_says_for_the_7b_model(stored_outp
         return lat + 2 * 7 / 8 * nbytes / link
 
     lines = stored_output("09", "layer_count, tokens_per_worker").splitlines()
+    assert lines.pop(0) == ("assumed: 32 layers of 2.188e+08 parameters, 875 MB of fp32 gradients each; backward at "
+                            "100·10¹² FLOPs per second")
+    assert 4 * 7e9 / 32 / 1e6 == 875
     assert lines[0] == f"one layer's backward: {1000 * layer:.1f} ms; all of backward: {1000 * 32 * layer:.0f} ms"
     # 50 GB/s: a layer's all-reduce is shorter than a layer's backward, so only the last one sticks out
     fast = comm(875e6, 50e9)
