@@ -276,7 +276,7 @@ def padding_explorer(max_extra: int = 12):
     return widgets.VBox([_named(slider), text])
 
 
-def workers_explorer(gradient_gb: float = 14.0):
+def workers_explorer(gradient_gb: float = 28.0):
     """Number of workers: bytes each one sends per step, ring all-reduce against naive exchange,
     and a simulated all-reduce of real gradients checked against the big batch."""
     import ipywidgets as widgets

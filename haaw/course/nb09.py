@@ -152,6 +152,85 @@ def ring_bytes_per_worker(workers: int, nbytes: float) -> float:
     return 2 * (workers - 1) / workers * nbytes
 
 
+
+def reduce_scatter(buffers, send) -> list:
+    """The ring all-reduce's first half alone: afterwards worker i holds one chunk of ``np.array_split(buffer, N)``
+    summed over all N workers, chunk (i + 1) % N. Returns (chunk index, summed chunk) for every worker."""
+    n = len(buffers)
+    partial = ring(buffers, send, gather=False)
+    return [((i + 1) % n, np.array_split(partial[i], n)[(i + 1) % n]) for i in range(n)]
+
+
+def all_gather(shards, send) -> list[np.ndarray]:
+    """The ring all-reduce's second half alone: worker i starts with one chunk, ``shards[i] = (index, values)``,
+    and passes what it last received to its right-hand neighbour, N − 1 times; every worker ends with every
+    chunk, joined in index order."""
+    n = len(shards)
+    held = [{index: np.array(values)} for index, values in shards]
+    passing = list(shards)
+    for _ in range(n - 1):
+        received = send([values for _, values in passing])
+        passing = [(passing[(i - 1) % n][0], received[i]) for i in range(n)]
+        for i, (index, values) in enumerate(passing):
+            held[i][index] = values
+    return [np.concatenate([h[c] for c in range(n)]) for h in held]
+
+
+def overlap_timeline(backward_seconds, gradient_bytes, bucket_bytes: float, all_reduce_seconds) -> dict:
+    """Backward with a bucketed all-reduce overlapping it, simulated (no clock: every time is computed).
+
+    ``backward_seconds[i]`` and ``gradient_bytes[i]`` are layer i's backward time and gradient size, the layers in
+    the order backward reaches them (the last layer first). When a layer's backward ends, its gradients join the
+    open bucket; a bucket holding at least ``bucket_bytes`` is launched at once, and whatever is left is launched
+    when backward ends. Communication runs on its own stream, one bucket at a time, in launch order: a bucket
+    starts when it is launched or when the one before it has finished, whichever is later, and takes
+    ``all_reduce_seconds(its bytes)``.
+
+    Returns ``compute``: (start, end) of every layer's backward; ``buckets``: (launched, start, end, bytes) of every
+    bucket; ``backward_end``; ``step_time``, when the last gradient is all-reduced; ``serial_time``, backward and
+    then one all-reduce of the whole gradient."""
+    clock, compute, buckets, waiting, stream_free = 0.0, [], [], 0.0, 0.0
+
+    def launch(nbytes):
+        start = max(clock, stream_free)
+        buckets.append((clock, start, start + all_reduce_seconds(nbytes), nbytes))
+        return start + all_reduce_seconds(nbytes)
+
+    for seconds, nbytes in zip(backward_seconds, gradient_bytes):
+        compute.append((clock, clock + seconds))
+        clock += seconds
+        waiting += nbytes
+        if waiting >= bucket_bytes:
+            stream_free, waiting = launch(waiting), 0.0
+    if waiting:
+        stream_free = launch(waiting)
+    return {"compute": compute, "buckets": buckets, "backward_end": clock, "step_time": max(clock, stream_free),
+            "serial_time": clock + all_reduce_seconds(sum(gradient_bytes))}
+
+
+def draw_timelines(timeline: dict):
+    """Two Gantt-style panels of one step, in milliseconds: backward then one all-reduce, and backward with the
+    buckets' all-reduces overlapping it. Each panel has a compute row and a communication row."""
+    import matplotlib.pyplot as plt
+
+    from .style import PALETTE
+
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 3.4), sharex=True)
+    serial = [(timeline["backward_end"], timeline["serial_time"])]
+    overlapped = [(start, end) for _, start, end, _ in timeline["buckets"]]
+    for ax, title, communication in ((axes[0], "without overlap: backward, then one all-reduce", serial),
+                                     (axes[1], "with overlap: each bucket's all-reduce as soon as it is full",
+                                      overlapped)):
+        for row, bars, colour in ((1, timeline["compute"], PALETTE[0]), (0, communication, PALETTE[1])):
+            ax.broken_barh([(1000 * s, 1000 * (e - s)) for s, e in bars], (row - 0.35, 0.7),
+                           facecolors=colour, edgecolors="white", linewidth=0.8)
+        ax.set_yticks([0, 1], ["communication", "compute"])
+        ax.set_ylim(-0.6, 1.6)
+        ax.set_title(title, loc="left")
+    axes[1].set_xlabel("time in the step (ms)")
+    fig.tight_layout()
+    return fig
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

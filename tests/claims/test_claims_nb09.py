@@ -119,15 +119,25 @@ def test_09_the_ring_takes_2_n_minus_1_steps_and_every_worker_ends_with_every_co
         assert all(sum(cell[1:] == everyone for cell in cells) == 1 for cells in per_worker)
 
 
-def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model():
-    sent = [ring_bytes_per_worker(n, 14.0) for n in (2, 4, 8, 16, 64, 256)]
-    assert sent == sorted(sent) and max(sent) < 28.0 and sent[1] == 21.0
+def test_09_bytes_stay_bounded_while_latency_grows_in_the_illustrative_model(stored_output):
+    # 7e9 parameters, fp32 gradients (notebook 07's mixed precision): 4 bytes each, 28 GB
+    gradient_gb = 7e9 * 4 / 1e9
+    assert gradient_gb == 28.0
+    printed = stored_output("09", "gradient_gb = model_parameters").splitlines()
+    assert printed[0] == "the gradient of 7e+09 parameters in fp32: 28 GB"
+    rows = [line.split() for line in printed[2:8]]
+    for n, (workers, steps, message, sent, naive) in zip((2, 4, 8, 16, 64, 256), rows):
+        assert int(workers) == n and int(steps) == 2 * (n - 1)
+        assert float(message) == round(28 / n, 3) and float(sent) == round(2 * (n - 1) / n * 28, 2)
+        assert float(naive) == (n - 1) * 28
+    sent = [ring_bytes_per_worker(n, gradient_gb) for n in (2, 4, 8, 16, 64, 256)]
+    assert sent == sorted(sent) and max(sent) < 2 * gradient_gb and sent[0] == 28.0 and sent[1] == 42.0
     latency, bandwidth = 10e-6, 50e9
 
     def parts(n, size):
         return 2 * (n - 1) * latency, ring_bytes_per_worker(n, size) / bandwidth
 
-    assert all(lat < bw / 10 for lat, bw in (parts(n, 14e9) for n in (8, 64, 256, 1024)))
+    assert all(lat < bw / 10 for lat, bw in (parts(n, 28e9) for n in (8, 64, 256, 1024)))
     bucket = 25 * 2**20
     assert parts(8, bucket)[0] < parts(8, bucket)[1] and parts(64, bucket)[0] > parts(64, bucket)[1]
 
@@ -179,3 +189,157 @@ def test_09_the_ring_checker_rejects_a_sum_that_never_goes_around_the_ring():
         return [np.concatenate(c) for c in chunks]
 
     assert check("09-ring-all-reduce", other_start).status == CORRECT
+
+
+def test_09_averaging_the_workers_mean_gradients_gives_the_big_batch_gradient_at_any_number_of_workers():
+    # what DDP's averaging rests on: with equal shards the big batch's mean is the average of the shards' means
+    x, y = make_data(64)
+    weights = initial_weights()
+    big = _flat(shard_gradient(weights, x, y))
+    for n in (1, 2, 4, 8, 16):
+        means = [_flat(shard_gradient(weights, x[rows], y[rows])) for rows in np.array_split(np.arange(64), n)]
+        np.testing.assert_allclose(np.sum(means, axis=0) / n, big, rtol=1e-12, atol=1e-15)
+        if n > 1:  # the sum of the means, not divided by n, is n times too large
+            assert np.max(np.abs(np.sum(means, axis=0) - big)) > 1e-2
+
+
+def test_09_accumulating_on_workers_costs_k_all_reduces_unless_only_the_last_microbatch_syncs(stored_output):
+    from haaw.course.exercises.nb09 import ring_all_reduce
+
+    x, y = make_data(64)
+    weights = initial_weights()
+    big = _flat(shard_gradient(weights, x, y))
+    n, k = 4, 4
+    size = big.nbytes
+    assert size == 81 * 8  # the MLP 3 → 16 → 1: 3·16 + 16 + 16 + 1 numbers, float64
+    every, last = Ring(n, length=big.size), Ring(n, length=big.size)
+    grad_every, grad_local = np.zeros((n, big.size)), np.zeros((n, big.size))
+    for j in range(k):
+        micro = [_flat(shard_gradient(weights, x[np.array_split(r, k)[j]], y[np.array_split(r, k)[j]], total=64))
+                 for r in np.array_split(np.arange(64), n)]
+        grad_every += ring_all_reduce(micro, every)
+        grad_local += micro
+    grad_last = ring_all_reduce(list(grad_local), last)
+    per_all_reduce = 2 * (n - 1) / n * size  # the closed form
+    assert every.bytes_sent / n == k * per_all_reduce == 3888 and every.steps == k * 2 * (n - 1) == 24
+    assert last.bytes_sent / n == per_all_reduce == 972 and last.steps == 2 * (n - 1) == 6
+    for g in (*grad_every, *grad_last):
+        np.testing.assert_allclose(g, big, rtol=1e-12, atol=1e-15)
+    printed = stored_output("09", "k_micro = 4").splitlines()
+    assert printed[0] == "all-reduce after every microbatch: 24 ring steps, 3888 bytes sent per worker"
+    assert printed[2] == "no_sync, all-reduce after the last: 6 ring steps, 972 bytes sent per worker"
+    assert all(line.endswith("agrees (rtol 1e-07)") for line in (printed[1], printed[3]))
+    assert printed[4] == "closed form, per all-reduce 2·(N−1)/N·S = 2·3/4·648 = 972 bytes; 4 of them: 3888"
+
+
+def test_09_overlap_timeline_by_hand_on_tiny_steps():
+    from haaw.course.nb09 import overlap_timeline
+
+    # three layers (in backward's order) of 1, 2, 1 s with 2, 1, 3 bytes; buckets of at least 2 bytes; an
+    # all-reduce takes 0.5 s + 1 s per byte. Layer 0 fills a bucket at t = 1: all-reduced 1 → 3.5. Layer 1's byte
+    # waits; layer 2 ends at 4 and its 3 bytes join it: 4 bytes, 4 → 8.5. Serial: 4 + (0.5 + 6) = 10.5.
+    plan = overlap_timeline([1, 2, 1], [2, 1, 3], 2, lambda b: 0.5 + b)
+    assert plan["compute"] == [(0, 1), (1, 3), (3, 4)]
+    assert plan["buckets"] == [(1, 1, 3.5, 2), (4, 4, 8.5, 4)]
+    assert (plan["backward_end"], plan["step_time"], plan["serial_time"]) == (4, 8.5, 10.5)
+    # communication slower than compute: the second bucket, launched at 2, waits for the stream until 4
+    plan = overlap_timeline([1, 1], [3, 3], 1, lambda b: b)
+    assert plan["buckets"] == [(1, 1, 4, 3), (2, 4, 7, 3)] and (plan["step_time"], plan["serial_time"]) == (7, 8)
+    # a remainder smaller than a bucket is launched when backward ends
+    plan = overlap_timeline([1, 1], [1, 1], 5, lambda b: b)
+    assert plan["buckets"] == [(2, 2, 4, 2)] and plan["step_time"] == 4
+
+
+def test_09_overlap_saves_what_the_closed_form_says_for_the_7b_model(stored_output):
+    layer = 4 * (7e9 / 32) * 4096 / 100e12  # one layer's backward, s
+    lat = 2 * 7 * 10e-6  # 8 workers: 14 messages of 10 µs
+
+    def comm(nbytes, link):
+        return lat + 2 * 7 / 8 * nbytes / link
+
+    lines = stored_output("09", "layer_count, tokens_per_worker").splitlines()
+    assert lines.pop(0) == ("assumed: 32 layers of 2.188e+08 parameters, 875 MB of fp32 gradients each; backward at "
+                            "100·10¹² FLOPs per second")
+    assert 4 * 7e9 / 32 / 1e6 == 875
+    assert lines[0] == f"one layer's backward: {1000 * layer:.1f} ms; all of backward: {1000 * 32 * layer:.0f} ms"
+    # 50 GB/s: a layer's all-reduce is shorter than a layer's backward, so only the last one sticks out
+    fast = comm(875e6, 50e9)
+    assert fast < layer
+    serial, step = 32 * layer + comm(28e9, 50e9), 32 * layer + fast
+    assert lines[1] == (f"links of 50 GB/s: one layer's all-reduce {1000 * fast:.1f} ms; 32 buckets; step without "
+                        f"overlap {1000 * serial:.0f} ms, with overlap {1000 * step:.0f} ms: "
+                        f"{1000 * (serial - step):.0f} ms saved")
+    assert lines[1].endswith("2127 ms, with overlap 1178 ms: 949 ms saved")
+    # 25 GB/s: the all-reduces are slower, they queue: the first layer's backward, then 32 all-reduces in a row
+    slow = comm(875e6, 25e9)
+    assert slow > layer
+    serial, step = 32 * layer + comm(28e9, 25e9), layer + 32 * slow
+    assert lines[2] == (f"links of 25 GB/s: one layer's all-reduce {1000 * slow:.1f} ms; 32 buckets; step without "
+                        f"overlap {1000 * serial:.0f} ms, with overlap {1000 * step:.0f} ms: "
+                        f"{1000 * (serial - step):.0f} ms saved")
+    assert lines[4].startswith("Figure: ") and f"up to {1000 * 32 * layer:.0f} ms" in lines[4]
+    assert f"ends at {1000 * (32 * layer + fast):.0f} ms" in lines[4]
+    assert lines[3] == f"the latency of 32 all-reduces instead of one: {1000 * 31 * lat:.1f} ms more"
+    assert f"{1000 * 31 * lat:.1f}" == "4.3"
+
+
+def test_09_zero_memory_per_worker_against_a_hand_formula(stored_output):
+    p = 7e9  # bf16 weights 2 bytes, fp32 gradients 4, fp32 master 4, Adam m 4 and v 4
+    ddp = p * (2 + 4 + 4 + 4 + 4) / 1e9
+    stage1 = {n: p * (2 + 4 + 12 / n) / 1e9 for n in (8, 64)}
+    stage2 = {n: p * (2 + 16 / n) / 1e9 for n in (8, 64)}
+    assert ddp == 126 and stage1[8] == 52.5 and stage2[8] == 28 and stage2[64] == 15.75 and p * 2 / 1e9 == 14
+    assert ddp > 80  # more than an 80 GB accelerator holds
+    lines = stored_output("09", "bytes_per_param = {").splitlines()
+    assert lines[0] == "18 bytes per parameter in all; GB per worker:"
+    table = {" ".join(line.split()[:-2]): [float(v) for v in line.split()[-2:]] for line in lines[2:5]}
+    assert table == {"plain DDP": [round(ddp, 1)] * 2, "ZeRO stage 1": [round(stage1[8], 1), round(stage1[64], 1)],
+                     "ZeRO stage 2": [round(stage2[8], 1), round(stage2[64], 1)]}
+    assert table["ZeRO stage 2"][1] == 15.8
+
+
+def _numpy_adam(w, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    return w - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps), m, v
+
+
+def test_09_sharded_adam_over_reduce_scatter_and_all_gather_gives_the_unsharded_weights(stored_output):
+    from haaw.course.nb09 import all_gather, reduce_scatter
+
+    x, y = make_data(64)
+    shapes = [w.shape for w in initial_weights()]
+    start = _flat(initial_weights())
+    n = 4
+    rows = np.array_split(np.arange(64), n)
+
+    def unflat(vector):
+        return [p.reshape(s) for p, s in zip(np.split(vector, np.cumsum([np.prod(s) for s in shapes])[:-1]), shapes)]
+
+    def grads(vector):
+        return [_flat(shard_gradient(unflat(vector), x[r], y[r], total=64)) for r in rows]
+
+    whole, m, v = start.copy(), np.zeros_like(start), np.zeros_like(start)
+    copies = [start.copy() for _ in range(n)]
+    chunks = np.array_split(np.arange(start.size), n)  # which weights each chunk index holds
+    state = {}
+    for t in range(1, 11):
+        whole, m, v = _numpy_adam(whole, np.sum(grads(whole), axis=0), m, v, t, 0.05)  # big batch, unsharded
+        wires = Ring(n, length=start.size)
+        updated = []
+        for index, summed in reduce_scatter(grads(copies[0]), wires):
+            mi, vi = state.get(index, (np.zeros(summed.size), np.zeros(summed.size)))
+            new, *state[index] = _numpy_adam(copies[0][chunks[index]], summed, mi, vi, t, 0.05)
+            updated.append((index, new))
+        assert sorted(state) == list(range(n))  # every chunk has exactly one owner
+        copies = all_gather(updated, wires)
+        # a reduce-scatter and an all-gather send what one all-reduce sends
+        assert wires.steps == 2 * (n - 1) and wires.numbers_sent == 2 * (n - 1) * start.size
+    for c in copies:
+        np.testing.assert_allclose(c, whole, rtol=1e-10, atol=1e-13)
+    assert np.max(np.abs(whole - start)) > 0.1
+    lines = stored_output("09", "zero_steps, zero_lr = 10, 0.05").splitlines()
+    assert lines[0] == "each worker keeps m and v for [20, 20, 20, 21] of the 81 weights"
+    assert [len(c) for c in np.array_split(np.arange(81), 4)] == [21, 20, 20, 20]  # chunk (i + 1) % 4 for worker i
+    assert lines[1] == "the workers' weights after the all-gather are identical: True"
+    assert lines[2] == "sharded Adam vs plain data parallelism agrees (rtol 1e-07)"

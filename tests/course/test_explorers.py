@@ -120,9 +120,9 @@ def test_workers_explorer_recomputes_the_bytes_for_more_workers():
     box = workers_explorer()
     slider = find(box, "IntSlider")[0]
     text = find(box, "HTML")[0]
-    assert "ring all-reduce: each worker sends 21.00 GB" in text.value
+    assert "ring all-reduce: each worker sends 42.00 GB" in text.value
     slider.value = 8
-    assert "ring all-reduce: each worker sends 24.50 GB" in text.value
+    assert "ring all-reduce: each worker sends 49.00 GB" in text.value
 
 
 def test_sampling_explorer_writes_differently_at_another_temperature():
