@@ -219,6 +219,17 @@ def test_08_loss_b_lets_padded_positions_into_the_loss_and_line_1_alone_is_wrong
     report = audit(make_model(), token_losses, loss_b, padded_batch())
     assert report.failed == ["mask before the reduction", "independent of padding length", "loss unit"]
     assert "neither" in str(report)
+    # the audit's padding-length line: three padded positions of loss 1000 per row raise the loss by
+    # 4 * 3 * 1000 / 16 = 750, through the sum of line 1 (the count of line 3 is the real tokens, 16)
+    assert mask.shape[0] == 4 and mask.sum() == 16
+    assert "divide by the number of real positions" in str(report)
+    losses = token_losses(make_model(), *padded_batch()[:2])
+    more = Tensor(np.concatenate([losses.data, np.full((4, 3), 1000.0)], axis=1))
+    wider = np.concatenate([mask, np.zeros((4, 3))], axis=1)
+    assert loss_b(more, wider).item() - loss_b(losses, mask).item() == pytest.approx(4 * 3 * 1000 / 16, rel=1e-12)
+    line = next(line for line in str(report).splitlines() if "✗ independent of padding length" in line)
+    before, after = map(float, re.search(r"\(([\d.]+) -> ([\d.]+)\)", line).groups())
+    assert after - before == pytest.approx(750, abs=0.01)
 
 
 def test_08_train_step_c_adds_two_full_means_twice_the_whole_batch_gradient_and_line_4_alone_is_wrong():
