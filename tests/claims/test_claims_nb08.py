@@ -219,7 +219,7 @@ def test_08_loss_b_lets_padded_positions_into_the_loss_and_line_1_alone_is_wrong
     report = audit(make_model(), token_losses, loss_b, padded_batch())
     assert report.failed == ["mask before the reduction", "independent of padding length", "loss unit"]
     assert "neither" in str(report)
-    # the audit's padding-length line: three padded positions of loss 1000 per row raise the loss by
+    # the audit's padding-length line: its padded positions (loss 1000, three per row) raise the loss by
     # 4 * 3 * 1000 / 16 = 750, through the sum of line 1 (the count of line 3 is the real tokens, 16)
     assert mask.shape[0] == 4 and mask.sum() == 16
     assert "divide by the number of real positions" in str(report)
