@@ -97,7 +97,7 @@ register(BugExercise(
         2: "line 2 splits the four sequences into two microbatches of two; each sequence is used once.",
         3: "line 3 computes the loss of every position of the microbatch, inside the engine.",
         5: "line 5 adds this microbatch's gradient into .grad, and that adding is what accumulation relies on. "
-           "backward is right; ask whether what it differentiates is.",
+           "The call is right; ask whether what it differentiates is.",
         6: "line 6 updates the weights once, after both microbatches: right for accumulation.",
     },
     does="it divides the microbatch's masked sum by the microbatch's own real tokens, which makes a complete "
