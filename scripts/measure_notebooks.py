@@ -223,6 +223,8 @@ def section(path: Path, measured: dict) -> str:
 def _short(value) -> str:
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, tuple):  # a BugExercise's (line, explanation)
+        return "(" + ", ".join(_short(v) for v in value) + ")"
     try:
         return f"{float(value):.10g}"  # enough digits to tell 0.99951171875 from 0.9995
     except (TypeError, ValueError):

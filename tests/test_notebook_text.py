@@ -9,7 +9,7 @@ import pytest
 
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.code import CodeExercise
-from haaw.course.exercises.core import CORRECT, ArrayExercise, ChoiceExercise, _show
+from haaw.course.exercises.core import CORRECT, ArrayExercise, BugExercise, ChoiceExercise, _show
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00")]  # 00 checks the setup: no lesson, no exercise
@@ -115,7 +115,9 @@ def test_every_exercise_asks_its_question_on_the_page_and_is_stored_untouched(pa
         assert "Not attempted yet" in printed, f"cell {i}: the stored output of {key} should be the untouched one"
 
 
-def answer_forms(ex) -> list[str]:
+def answer_forms(ex) -> list:
+    if isinstance(ex, BugExercise):
+        return [ex.answer]
     if isinstance(ex, ChoiceExercise):
         return list(ex.answer if isinstance(ex.answer, tuple) else (ex.answer,))
     if isinstance(ex, ArrayExercise):
@@ -128,7 +130,7 @@ def test_no_answer_is_printed_before_its_question(path):
     nb = nbformat.read(path, as_version=4)
     for i, key in check_cells(nb):
         ex = REGISTRY[key]
-        if isinstance(ex, (CodeExercise, ChoiceExercise)):
+        if isinstance(ex, (CodeExercise, ChoiceExercise, BugExercise)):
             continue
         earlier = " ".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
                            for c in nb.cells[:i] if c.cell_type == "code" for o in c.get("outputs", []))

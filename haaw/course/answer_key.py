@@ -30,8 +30,10 @@ def _number(value) -> str:
 
 def _answer(ex) -> list[str]:
     from .exercises.code import CodeExercise
-    from .exercises.core import ArrayExercise, ChoiceExercise
+    from .exercises.core import ArrayExercise, BugExercise, ChoiceExercise
 
+    if isinstance(ex, BugExercise):
+        return [f"Answer: line **{ex.line}**, **{ex.explanation}**: `{ex.answer!r}`."]
     if isinstance(ex, CodeExercise):
         return [f"Write `{ex.signature}`. The checker's reference:", "", "```python",
                 textwrap.dedent(ex.solution).rstrip(), "```"]

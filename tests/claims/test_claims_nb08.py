@@ -1,10 +1,15 @@
 """The claims of notebook 08: each figure or causal claim the notebook states, asserted."""
+import re
+from pathlib import Path
+
+import nbformat
 import numpy as np
 import pytest
 
 from haaw import Function, Tensor
-from haaw.course.exercises import check
-from haaw.course.exercises.nb08 import AUDITED, buggy_loss, CHECKS, per_token_loss
+from haaw.course import nb08
+from haaw.course.exercises import REGISTRY
+from haaw.course.exercises.nb08 import buggy_loss, per_token_loss
 from haaw.course.nb08 import gradient, make_model, masked_mean, mean_over_padded, padded_batch, token_losses
 from haaw.optim import SGD
 from haaw.tools.audit import audit
@@ -135,53 +140,157 @@ def test_08_the_healthy_step_passes_and_the_cube_and_halved_uneven_microbatches_
     assert [mask[:2].sum(), mask[2:].sum()] == [9, 7]  # "the first two rows 9, the last two 7"
 
 
-def test_08_the_first_failing_check_of_each_exercise_step():
-    step_a = lambda L, m: ((L * m).sum(dim=1) / m.sum(axis=1)).mean()
-    step_b = lambda L, m: (L * m).sum() / float(m.sum())
-    step_c = lambda L, m: L.mean() * float(m.mean() > 0)
-    assert audit(make_model(), token_losses, step_a, padded_batch()).failed[0] == "loss unit"
-    same = padded_batch(lengths=(5, 5, 5, 5))
-    b = audit(make_model(), token_losses, step_b, same, accumulation=2, accumulation_scale=1.0)
-    assert b.failed == ["accumulation over 2 microbatches"]
-    assert audit(make_model(), token_losses, step_c, padded_batch()).failed[0] == "mask before the reduction"
+def test_08_the_repair_exercise_s_step_fails_the_audit_and_the_reference_passes():
     assert not audit(make_model(), token_losses, buggy_loss, padded_batch()).ok
     assert audit(make_model(), token_losses, per_token_loss, padded_batch()).ok
 
 
-def _steps():
-    step_a = lambda L, m: ((L * m).sum(dim=1) / m.sum(axis=1)).mean()
-    step_b = lambda L, m: (L * m).sum() / float(m.sum())
-    step_c = lambda L, m: L.mean() * float(m.mean() > 0)
-    return step_a, step_b, step_c
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_what_can_go_wrong.ipynb"
+LISTINGS = {"08-bug-a": "def loss_a(", "08-bug-b": "def loss_b(", "08-bug-c": "def train_step_c("}
 
 
-def _audits():
-    step_a, step_b, step_c = _steps()
-    return {"a": audit(make_model(), token_losses, step_a, padded_batch()),
-            "b": audit(make_model(), token_losses, step_b, padded_batch(lengths=(5, 5, 5, 5)), accumulation=2,
-                       accumulation_scale=1.0),
-            "c": audit(make_model(), token_losses, step_c, padded_batch())}
+def _listing(key):
+    """The notebook's own cell for exercise ``key``: (its numbered lines {number: code}, the function it defines)."""
+    source = next(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells
+                  if c.cell_type == "code" and c.source.startswith(LISTINGS[key]))
+    numbered = {}
+    for line in source.splitlines()[1:]:
+        code, number = re.fullmatch(r"(.*?)\s+# (\d+): .*", line).groups()
+        numbered[int(number)] = code.strip()
+    namespace = {"nb08": nb08, "np": np}
+    exec(source, namespace)
+    return numbered, namespace[LISTINGS[key][4:-1]]
 
 
-def test_08_what_the_exercise_checkers_say_about_each_check_is_what_the_audit_says():
-    for step, report in _audits().items():
-        said = {("accumulation" if item.check.startswith("accumulation over") else
-                 "gradcheck" if item.check.startswith("gradcheck of") else item.check): item.status
-                for item in report.items}
-        assert said == AUDITED[step], step
-        first = next(c for c in CHECKS if said.get(c) == "✗")
-        key = f"08-bug-{step}"
-        assert check(key, first).correct
-        for c in CHECKS:
-            if c == first:
-                continue
-            message = check(key, c).message
-            if c not in said:
-                assert "does not run" in message, (step, c)
-            elif said[c] == "✓":
-                assert "The audit passes" in message, (step, c)
-            else:
-                assert "but not first" in message and "The audit passes" not in message, (step, c)
+def _d_loss_d_losses(reduce, mask, losses=None):
+    """The gradient of reduce(losses, mask) with respect to the loss of every position."""
+    losses = Tensor(np.random.default_rng(5).uniform(0.5, 2.0, mask.shape) if losses is None else losses,
+                    requires_grad=True)
+    reduce(losses, mask).backward()
+    return losses.grad
+
+
+def test_08_each_listing_is_numbered_1_to_n_on_its_body_lines_as_its_exercise_says():
+    for key in LISTINGS:
+        numbered, _ = _listing(key)
+        assert list(numbered) == list(range(1, REGISTRY[key].lines + 1)), key
+
+
+def test_08_loss_a_weighs_each_sequence_equally_a_per_example_mean_and_line_4_alone_is_wrong():
+    numbered, loss_a = _listing("08-bug-a")
+    assert numbered[4] == "return (per_sequence / tokens).mean()"
+    mask = padded_batch()[2]
+    lengths = mask.sum(axis=1)
+    assert lengths.tolist() == [6, 3, 5, 2]
+    per_example = mask / lengths[:, None] / len(mask)  # section 2's weights, in NumPy
+    grad = _d_loss_d_losses(loss_a, mask)
+    np.testing.assert_allclose(grad, per_example, rtol=1e-12, atol=0)
+    assert not np.allclose(grad, mask / mask.sum())  # not the per-token weight
+    assert grad[3, 0] == pytest.approx(3 * grad[0, 0], rel=1e-12)  # a token of the 2-token row: 3x the 6-token row's
+    raw = np.random.default_rng(5).uniform(0.5, 2.0, mask.shape)
+    assert loss_a(Tensor(raw), mask).item() == pytest.approx(np.mean((raw * mask).sum(axis=1) / lengths), rel=1e-12)
+
+    def fixed(losses, mask):  # lines 1 to 3 as they are; line 4 as the solution says
+        masked = losses * mask
+        per_sequence = masked.sum(dim=1)
+        tokens = mask.sum(axis=1)
+        return per_sequence.sum() / tokens.sum()
+    np.testing.assert_allclose(_d_loss_d_losses(fixed, mask), mask / mask.sum(), rtol=1e-12, atol=0)
+    report = audit(make_model(), token_losses, loss_a, padded_batch())
+    assert report.failed == ["loss unit"] and "mean per example" in str(report)
+
+
+def test_08_loss_b_lets_padded_positions_into_the_loss_and_line_1_alone_is_wrong():
+    numbered, loss_b = _listing("08-bug-b")
+    assert numbered[1] == "per_sequence = losses.sum(dim=1)"
+    mask = padded_batch()[2]
+    assert np.all(mask.sum(axis=1) > 0)  # line 2 keeps all four sequences: it changes nothing
+    grad = _d_loss_d_losses(loss_b, mask)
+    np.testing.assert_allclose(grad, np.full(mask.shape, 1 / mask.sum()), rtol=1e-12, atol=0)
+    assert np.all(grad[mask == 0] > 0)  # the padded positions get a gradient: their losses are in the loss
+    raw = np.random.default_rng(5).uniform(0.5, 2.0, mask.shape)
+    assert loss_b(Tensor(raw), mask).item() == pytest.approx(raw.sum() / mask.sum(), rel=1e-12)
+
+    def fixed(losses, mask):  # line 1 as the solution says; lines 2 and 3 as they are
+        per_sequence = (losses * mask).sum(dim=1)
+        kept = per_sequence * (mask.sum(axis=1) > 0)
+        return kept.sum() / float(mask.sum())
+    np.testing.assert_allclose(_d_loss_d_losses(fixed, mask), mask / mask.sum(), rtol=1e-12, atol=0)
+    report = audit(make_model(), token_losses, loss_b, padded_batch())
+    assert report.failed == ["mask before the reduction", "independent of padding length", "loss unit"]
+    assert "neither" in str(report)
+    # the audit's padding-length line: its padded positions (loss 1000, three per row) raise the loss by
+    # 4 * 3 * 1000 / 16 = 750, through the sum of line 1 (the count of line 3 is the real tokens, 16)
+    assert mask.shape[0] == 4 and mask.sum() == 16
+    assert "divide by the number of real positions" in str(report)
+    losses = token_losses(make_model(), *padded_batch()[:2])
+    more = Tensor(np.concatenate([losses.data, np.full((4, 3), 1000.0)], axis=1))
+    wider = np.concatenate([mask, np.zeros((4, 3))], axis=1)
+    assert loss_b(more, wider).item() - loss_b(losses, mask).item() == pytest.approx(4 * 3 * 1000 / 16, rel=1e-12)
+    line = next(line for line in str(report).splitlines() if "✗ independent of padding length" in line)
+    before, after = map(float, re.search(r"\(([\d.]+) -> ([\d.]+)\)", line).groups())
+    assert after - before == pytest.approx(750, abs=0.01)
+
+
+def test_08_train_step_c_adds_two_full_means_twice_the_whole_batch_gradient_and_line_4_alone_is_wrong():
+    numbered, train_step_c = _listing("08-bug-c")
+    assert numbered[4] == "loss = (losses * mask[rows]).sum() / float(mask[rows].sum())"
+    inputs, targets, mask = padded_batch(lengths=(5, 5, 5, 5))
+    model = make_model()
+    captured = {}
+
+    class NoStep(SGD):  # the gradient train_step_c accumulated, read before its update
+        def step(self):
+            captured["grads"] = [p.grad.copy() for p in model.parameters()]
+
+    train_step_c(model, NoStep(model.parameters(), lr=0.1), inputs, targets, mask)
+    # the whole batch's per-token gradient, by central differences on a few weights of each parameter
+    rng = np.random.default_rng(0)
+    for p, g in zip(model.parameters(), captured["grads"]):
+        flat = p.data.reshape(-1)
+        for i in rng.choice(flat.size, size=min(6, flat.size), replace=False):
+            old, h = flat[i], 1e-6
+            flat[i] = old + h
+            up = float(masked_mean(token_losses(model, inputs, targets), mask).data)
+            flat[i] = old - h
+            down = float(masked_mean(token_losses(model, inputs, targets), mask).data)
+            flat[i] = old
+            assert g.reshape(-1)[i] == pytest.approx(2 * (up - down) / (2 * h), rel=1e-5, abs=1e-9)
+
+    # line 4 dividing by the whole batch's real tokens, as the solution says: the whole batch's gradient
+    _, one = gradient(make_model(), masked_mean, (inputs, targets, mask))
+    fixed = make_model()
+    fixed.zero_grad()
+    for rows in ([0, 1], [2, 3]):
+        ((token_losses(fixed, inputs[rows], targets[rows]) * mask[rows]).sum() / float(mask.sum())).backward()
+    for p, g, g2 in zip(fixed.parameters(), one, captured["grads"]):
+        np.testing.assert_allclose(p.grad, g, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(g2, 2 * g, rtol=1e-12, atol=1e-15)
+
+    # line 1 inside the loop would wipe the first microbatch's gradient (its line note)
+    wiped = make_model()
+    for rows in ([0, 1], [2, 3]):
+        wiped.zero_grad()
+        ((token_losses(wiped, inputs[rows], targets[rows]) * mask[rows]).sum() / float(mask[rows].sum())).backward()
+    _, last = gradient(make_model(), masked_mean, (inputs[[2, 3]], targets[[2, 3]], mask[[2, 3]]))
+    for p, g in zip(wiped.parameters(), last):
+        np.testing.assert_allclose(p.grad, g, rtol=1e-12, atol=1e-15)
+
+
+def test_08_the_audit_and_the_run_below_the_exercises_say_what_the_notebook_shows(stored_output):
+    _, train_step_c = _listing("08-bug-c")
+    batch = padded_batch(lengths=(5, 5, 5, 5))
+    line_4 = lambda losses, mask: (losses * mask).sum() / float(mask.sum())
+    report = audit(make_model(), token_losses, line_4, batch, accumulation=2, accumulation_scale=1.0)
+    assert report.failed == ["accumulation over 2 microbatches"] and "is 2× the one-batch" in str(report)
+    accumulating, whole = make_model(), make_model()
+    start = whole.parameters()[0].data.copy()
+    train_step_c(accumulating, SGD(accumulating.parameters(), lr=0.1), *batch)
+    gradient(whole, masked_mean, batch)
+    SGD(whole.parameters(), lr=0.1).step()
+    moved = np.linalg.norm(accumulating.parameters()[0].data - start) / np.linalg.norm(whole.parameters()[0].data - start)
+    assert moved == pytest.approx(2, abs=5e-4)
+    assert "2.000 times as far" in stored_output("08", "train_step_c(accumulating")
 
 
 def test_08_four_unscaled_microbatch_means_give_four_times_the_gradient():
@@ -195,15 +304,16 @@ def test_08_four_unscaled_microbatch_means_give_four_times_the_gradient():
         np.testing.assert_allclose(p.grad, 4 * g, rtol=1e-12, atol=1e-15)
 
 
-def test_08_the_repair_exercise_has_two_bugs_and_is_not_step_c_again():
-    step_a, _, step_c = _steps()
+def test_08_the_repair_exercise_has_two_bugs_and_is_not_loss_b_again():
+    _, loss_a = _listing("08-bug-a")
+    _, loss_b = _listing("08-bug-b")
     inputs, targets, mask = padded_batch()
     losses = token_losses(make_model(), inputs, targets)
-    assert abs(buggy_loss(losses, mask).item() - step_c(losses, mask).item()) > 0.1
+    assert abs(buggy_loss(losses, mask).item() - loss_b(losses, mask).item()) > 0.1
     report = audit(make_model(), token_losses, buggy_loss, padded_batch())
     assert report.failed[0] == "mask before the reduction"
-    # the mask applied first, the sequences still averaged one by one: the unit bug is left
-    mask_fixed = audit(make_model(), token_losses, step_a, padded_batch())
+    # the mask applied first, the sequences still averaged one by one (loss_a): the unit bug is left
+    mask_fixed = audit(make_model(), token_losses, loss_a, padded_batch())
     assert mask_fixed.failed == ["loss unit"] and "per example" in str(mask_fixed)
 
 

@@ -6,7 +6,7 @@ An answer is a number, an array, a few words, or, for code exercises, your funct
 """
 from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09, nb10  # noqa: F401  (registers the exercises)
 from .code import CodeExercise, pick, passed, yours
-from .core import REGISTRY, ArrayExercise, ChoiceExercise, Feedback, NumberExercise, check, hint, solution
+from .core import REGISTRY, ArrayExercise, BugExercise, ChoiceExercise, Feedback, NumberExercise, check, hint, solution
 from .progress import progress
 
-__all__ = ["REGISTRY", "ArrayExercise", "ChoiceExercise", "CodeExercise", "Feedback", "NumberExercise", "check", "hint", "passed", "pick", "progress", "solution", "yours"]
+__all__ = ["REGISTRY", "ArrayExercise", "BugExercise", "ChoiceExercise", "CodeExercise", "Feedback", "NumberExercise", "check", "hint", "passed", "pick", "progress", "solution", "yours"]

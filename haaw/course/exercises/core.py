@@ -355,6 +355,101 @@ class ChoiceExercise(_TypedAnswer):
         return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
 
 
+
+def _line_number(value) -> int | None:
+    """A line number as people give it: 4, 4.0, "4", "line 4"; None for anything else (True, 4.5, "four")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(?:line\s*)?(\d{1,6})\s*", value, flags=re.IGNORECASE)
+        return int(match.group(1)) if match else None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+@dataclass(kw_only=True)
+class BugExercise(_TypedAnswer):
+    """A short listing with one bug: the answer is the line that holds it and what it does, as a pair
+    ``(line, explanation)``, the explanation one of ``explanations`` (a menu shared by a notebook's listings).
+
+    The checker knows what every other line does (``line_notes``: a learner who blames a correct line is told what
+    it does) and, for the buggy line, why each other explanation is not it (``explanation_notes``)."""
+
+    lines: int  # the listing's lines are numbered 1 to lines
+    line: int  # the one that holds the bug
+    explanation: str  # the right key of ``explanations``
+    explanations: dict  # {key: (other words a learner may use for it, ...)}
+    line_notes: dict  # {every other line: what it does, and why it is fine}
+    explanation_notes: dict  # {every other key: why the buggy line does not do that}
+
+    does: str  # what the buggy line really does, told to a learner who names it with the wrong explanation
+
+    def __post_init__(self):
+        if set(self.line_notes) != set(range(1, self.lines + 1)) - {self.line}:
+            raise ValueError(f"{self.key}: line_notes must say what every other line does")
+        if set(self.explanation_notes) != set(self.explanations) - {self.explanation}:
+            raise ValueError(f"{self.key}: explanation_notes must cover every other explanation")
+
+    @property
+    def answer(self) -> tuple:
+        return (self.line, self.explanation)
+
+    def mistake_pairs(self) -> list:
+        return ([((n, self.explanation), why) for n, why in self.line_notes.items()]
+                + [((self.line, key), why) for key, why in self.explanation_notes.items()])
+
+    def _menu(self) -> str:
+        return ", ".join(repr(k) for k in self.explanations)
+
+    def _form(self) -> str:
+        return (f"Answer with a pair: the line's number and what goes wrong there, for example "
+                f"check({self.key!r}, (2, {list(self.explanations)[-1]!r})).")
+
+    def _explanation(self, words: str):
+        """(key, None) or (None, why the words are not one of the menu's)."""
+        word = _words(words)
+        for key, synonyms in self.explanations.items():
+            if word in {_words(w) for w in (key, *synonyms)}:
+                return key, None
+        spellings = {_words(w): key for key, synonyms in self.explanations.items() for w in (key, *synonyms)}
+        import difflib
+
+        close = difflib.get_close_matches(word, list(spellings), n=1, cutoff=0.75)
+        guess = f" Did you mean {spellings[close[0]]!r}?" if close else ""
+        return None, f"{words!r:.40} is not an explanation the checker knows.{guess} The explanations: {self._menu()}."
+
+    def _check_given(self, answer) -> Feedback:
+        if isinstance(answer, np.ndarray):
+            answer = answer.tolist() if answer.ndim == 1 else answer
+        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+            return Feedback(UNREADABLE, self._form())
+        first, second = answer
+        if _line_number(first) is None and _line_number(second) is not None:
+            first, second = second, first  # ("per example", 4): the order swapped, the meaning clear
+        number = _line_number(first)
+        if number is None:
+            return Feedback(UNREADABLE, f"{first!r:.40} is not a line number. {self._form()}")
+        if not isinstance(second, str):
+            return Feedback(UNREADABLE, f"Say what goes wrong in words, one of: {self._menu()}. {self._form()}")
+        if not 1 <= number <= self.lines:
+            shown = f"line {number}" if abs(number) < 10**6 else "line that far down"
+            return Feedback(UNREADABLE, f"The listing's lines are numbered 1 to {self.lines}; there is no {shown}.")
+        key, problem = self._explanation(second)
+        if problem:
+            return Feedback(UNREADABLE, problem)
+        if number == self.line and key == self.explanation:
+            return Feedback(CORRECT, f"Correct: line {number}, {key}.")
+        if number == self.line:
+            return Feedback(WRONG, f"Right line, but not {key!r}: {self.explanation_notes[key]} "
+                                   f"What line {number} does instead: {self.does}")
+        if key == self.explanation:
+            return Feedback(WRONG, f"That is the right kind of bug, but not on line {number}: {self.line_notes[number]}")
+        return Feedback(WRONG, f"Not line {number}: {self.line_notes[number]} Try hint({self.key!r}).")
+
+
 def hint(key, level: int | None = None) -> Feedback:
     """The next hint for ``key`` (or hint number ``level``); each gives away a little more."""
     ex = _lookup(key)

@@ -1,102 +1,125 @@
-"""Exercises of notebook 08: diagnose buggy training steps with the audit."""
+"""Exercises of notebook 08: find the bug in three short pieces of training code, then repair a step."""
 import numpy as np
 
 from .. import nb08 as props
 from .code import Case, CodeExercise, LearnerError, Mistake
-from .core import ChoiceExercise, register
+from .core import BugExercise, register
 
-CHECKS = ("gradients zeroed", "mask before the reduction", "independent of padding length", "loss unit",
-          "gradient norm", "frozen parameters untouched", "gradcheck", "accumulation")
-READ = "Run the audits below the three questions and read the first line marked ✗."
-
-# What the audit says about each step of the notebook, check by check ("✓" passes, "✗" fails; a check that is
-# missing does not run for that step). tests/claims/test_claims_nb08.py runs the audits and compares.
-AUDITED = {
-    "a": {"gradients zeroed": "✓", "mask before the reduction": "✓", "independent of padding length": "✓",
-          "loss unit": "✗", "gradient norm": "✓"},
-    "b": {"gradients zeroed": "✓", "mask before the reduction": "✓", "independent of padding length": "✓",
-          "loss unit": "✓", "gradient norm": "✓", "accumulation": "✗"},
-    "c": {"gradients zeroed": "✓", "mask before the reduction": "✗", "independent of padding length": "✗",
-          "loss unit": "✗", "gradient norm": "✓"},
-}
-NOT_RUN = {
-    "frozen parameters untouched": "it runs only when the model has frozen parameters and the audit is given "
-                                   "the optimizer (optimizer=)",
-    "gradcheck": "it runs only on custom operations passed with custom_ops=",
-    "accumulation": "it runs only when the audit is asked to split the step into microbatches (accumulation=)",
+# What can go wrong in a few lines of training code, as sections 1 to 9 of the notebook taught it: the menu every
+# "find the bug" answer picks its explanation from (the key, then other words a learner may use for it).
+EXPLANATIONS = {
+    "per example": ("per sequence", "mean per example", "loss per example", "wrong unit"),
+    "padding in the sum": ("mask after the reduction", "mask after the sum", "mask after the mean", "mask missing",
+                           "padding in the loss"),
+    "padding in the count": ("padding in the divisor", "padding in the denominator", "divides by padded size"),
+    "unscaled microbatches": ("no 1/k", "missing 1/k", "accumulation without 1/k", "microbatches not scaled"),
+    "stale gradients": ("zero_grad missing", "no zero_grad", "zero_grad in wrong place", "gradients not zeroed"),
+    "detached": ("leaves the graph", "numpy detour", "detour through numpy", "outside the engine"),
+    "in-place edit": ("in place", "inplace", "modified in place", "in-place change"),
 }
 
+NO_MICROBATCHES = "there are no microbatches here: one reduction of one batch."
+NO_GRAD = "a reduction computes one number from the losses; it never reads or writes .grad."
+NO_INPLACE = "every line makes a new tensor; nothing is changed in place."
 
-SYNONYMS = {  # other ways a learner names a check: accepted where the check is the answer, explained elsewhere
-    "gradients zeroed": ("zero grad", "zero_grad", "gradients not zeroed", "stale gradients"),
-    "mask before the reduction": ("mask before reducing", "mask before reduction", "mask", "masking"),
-    "independent of padding length": ("padding length", "padding"),
-    "loss unit": ("unit", "unit of the loss"),
-    "gradient norm": ("norm", "grad norm"),
-    "frozen parameters untouched": ("frozen parameters", "frozen"),
-    "gradcheck": ("gradient check", "gradcheck of a custom operation"),
-    "accumulation": ("accumulation over 2 microbatches", "accumulation over two microbatches",
-                     "gradient accumulation"),
-}
-
-
-def _answer(check: str) -> tuple:
-    return (check,) + SYNONYMS[check]
-
-
-def _others(step: str) -> dict:
-    """For every check but the right one, what the audit really says about it for this step."""
-    said = AUDITED[step]
-    first = next(c for c in CHECKS if said.get(c) == "✗")
-    feedback = {}
-    for c in CHECKS:
-        if c == first:
-            continue
-        if c not in said:
-            feedback[c] = f"The audit does not run '{c}' for this step: {NOT_RUN[c]}. {READ}"
-        elif said[c] == "✓":
-            feedback[c] = f"The audit passes '{c}' for this step. {READ}"
-        else:
-            feedback[c] = (f"The audit does mark '{c}' ✗ for this step, but not first: '{first}' comes earlier in "
-                           f"the audit's order and fails already. {READ}")
-        for word in SYNONYMS[c]:
-            feedback[word] = feedback[c]
-    return feedback
-
-
-register(ChoiceExercise(
+# The pieces as the notebook shows them (tests/claims/test_claims_nb08.py runs the notebook's own cells and checks
+# that each line number below is the line so numbered there, and that each bug has the effect its solution states).
+register(BugExercise(
     key="08-bug-a",
-    question="Step A: which audit check fails first?",
-    answer=_answer("loss unit"),
-    mistakes=_others("a"),
-    hints=("Padding is handled correctly in step A; look at how the rows are combined.",
-           "A mean of per-row means gives every sequence the same weight, however many tokens it has."),
-    solution="loss unit: step A averages each row, then averages the rows: a per-example mean, where a per-token "
-             "mean was intended. Short sequences count as much as long ones.",
-    choices=CHECKS,
+    question="loss_a: which line holds the bug, and what does it do?",
+    lines=4, line=4, explanation="per example", explanations=EXPLANATIONS,
+    line_notes={
+        1: "line 1 multiplies every loss by the mask, so each padded position adds 0 to any sum taken later: the "
+           "mask comes before the reductions, as it should.",
+        2: "line 2 adds up each sequence's masked losses; the padded positions add 0, so each sum holds real tokens "
+           "only.",
+        3: "line 3 counts each sequence's real tokens (the mask's 1s); no padded position is counted.",
+    },
+    does="it divides each sequence's summed loss by that sequence's own number of tokens, then averages the four "
+         "results. Compare how much one token weighs in a 2-token sequence and in a 6-token one.",
+    explanation_notes={
+        "padding in the sum": "the sums it divides were masked on line 1, so no padded loss is in them.",
+        "padding in the count": "it divides by tokens, the real tokens of each sequence (line 3); no padded position "
+                                "is counted.",
+        "unscaled microbatches": NO_MICROBATCHES,
+        "stale gradients": NO_GRAD,
+        "detached": "a division and a mean of Tensors: backward goes through both.",
+        "in-place edit": NO_INPLACE,
+    },
+    hints=("Each line is meant to serve one goal, the mean loss per real token. Check every line against it, the "
+           "last one most carefully.",
+           "Work out how much one real token weighs in the result, in a 2-token sequence and in a 6-token one "
+           "(section 2)."),
+    solution="(4, 'per example'). Line 4 divides each sequence's summed loss by its own length and then averages the "
+             "sequences: a mean per example, in which a token of the 2-token sequence weighs three times as much as "
+             "one of the 6-token sequence. Lines 1 to 3 are right; the fix is on line 4: "
+             "return per_sequence.sum() / tokens.sum().",
 ))
 
-register(ChoiceExercise(
+register(BugExercise(
     key="08-bug-b",
-    question="Step B: which audit check fails first?",
-    answer=_answer("accumulation"),
-    mistakes=_others("b"),
-    hints=("Step B is run as two microbatches. Compare their summed gradient with one big batch.",
-           "Each microbatch loss is already a full mean; adding two of them doubles the gradient."),
-    solution="accumulation: each of the two microbatch losses is a mean, so their gradients add up to twice the "
-             "big-batch gradient. Divide each microbatch's loss by the number of microbatches (or by token counts).",
-    choices=CHECKS,
+    question="loss_b: which line holds the bug, and what does it do?",
+    lines=3, line=1, explanation="padding in the sum", explanations=EXPLANATIONS,
+    line_notes={
+        2: "line 2 multiplies each sequence's sum by 1 when the sequence has a real token (all four do): it changes "
+           "nothing. It uses the mask on whole sequences, after their sums were taken, so it cannot take out a "
+           "single padded position.",
+        3: "line 3 adds up the sequences and divides by mask.sum(), the real tokens of the whole batch: the right "
+           "count for a mean per token.",
+    },
+    does="it adds up all the positions of each row, whatever the mask says about them.",
+    explanation_notes={
+        "per example": "no sequence is divided by its own length; line 3 divides the total by the batch's real "
+                       "tokens, which is the unit per token.",
+        "padding in the count": "line 1 counts nothing; the count is mask.sum() on line 3, and it holds real tokens "
+                                "only.",
+        "unscaled microbatches": NO_MICROBATCHES,
+        "stale gradients": NO_GRAD,
+        "detached": "losses.sum(dim=1) is a Tensor operation, and backward goes through it.",
+        "in-place edit": NO_INPLACE,
+    },
+    hints=("Follow the loss of one padded position line by line: where does it go, and is it ever taken out?",
+           "Line 2 uses the mask, but on whole sequences, whose sums are already made. Was the mask applied before "
+           "those sums were taken?"),
+    solution="(1, 'padding in the sum'). Line 1 sums every position of each row, padded ones included; the mask "
+             "on line 2 comes after that reduction and only keeps or drops whole sequences, so whatever sits in the "
+             "padded positions is in the loss, and padded positions get a gradient. The fix is on line 1: "
+             "per_sequence = (losses * mask).sum(dim=1).",
 ))
 
-register(ChoiceExercise(
+register(BugExercise(
     key="08-bug-c",
-    question="Step C: which audit check fails first?",
-    answer=_answer("mask before the reduction"),
-    mistakes=_others("c"),
-    hints=("Step C does use the mask. But when?", "Look at what happens to a padded position's loss before the mask is applied."),
-    solution="mask before the reduction: step C averages over every position, padding included, and only then "
-             "multiplies by a mask-derived factor. Whatever sits in the padded positions leaks into the loss.",
-    choices=CHECKS,
+    question="train_step_c: which line holds the bug, and what does it do?",
+    lines=6, line=4, explanation="unscaled microbatches", explanations=EXPLANATIONS,
+    line_notes={
+        1: "line 1 clears the gradients once per step, before the first microbatch: where accumulation needs it "
+           "(inside the loop it would wipe the first microbatch's gradient).",
+        2: "line 2 splits the four sequences into two microbatches of two; each sequence is used once.",
+        3: "line 3 computes the loss of every position of the microbatch, inside the engine.",
+        5: "line 5 adds this microbatch's gradient into .grad, and that adding is what accumulation relies on. "
+           "The call is right; ask whether what it differentiates is.",
+        6: "line 6 updates the weights once, after both microbatches: right for accumulation.",
+    },
+    does="it divides the microbatch's masked sum by the microbatch's own real tokens, which makes a complete "
+         "per-token mean of those two sequences; line 5 then adds up two such means.",
+    explanation_notes={
+        "per example": "it divides by all the real tokens of the microbatch, not by each sequence's: within the "
+                       "microbatch every token counts once.",
+        "padding in the sum": "the losses are multiplied by the mask before the sum.",
+        "padding in the count": "mask[rows].sum() counts the mask's 1s, real tokens only.",
+        "stale gradients": "line 4 computes a loss and never touches .grad; the gradients are cleared once per step, "
+                           "on line 1, as accumulation needs.",
+        "detached": "line 4 stays inside the engine: a Tensor times an array, a sum, a division by a number.",
+        "in-place edit": "nothing is changed in place on line 4.",
+    },
+    hints=("The step runs as two microbatches, and its update should equal one step on the whole batch. Compare "
+           "what each microbatch adds to .grad with its share of the whole batch's gradient.",
+           "Each microbatch's loss on line 4 is a complete per-token mean of its own two sequences. How many such "
+           "means does .grad add up?"),
+    solution="(4, 'unscaled microbatches'). Line 4 divides each microbatch's masked sum by that microbatch's real "
+             "tokens: each loss is a full mean, and backward adds two of them, so the gradient is twice the "
+             "whole batch's. The fix is on line 4: divide by float(mask.sum()), the real tokens of the whole batch "
+             "(with equal token counts, the same as multiplying each microbatch's mean by 1/2).",
 ))
 
 

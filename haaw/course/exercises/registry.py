@@ -31,7 +31,7 @@ class Feedback:
 @dataclass(kw_only=True)
 class Exercise:
     """What every exercise has. Its type says what an answer is and checks it: ``NumberExercise``,
-    ``ArrayExercise`` and ``ChoiceExercise`` (core.py), ``CodeExercise`` (code.py)."""
+    ``ArrayExercise``, ``ChoiceExercise`` and ``BugExercise`` (core.py), ``CodeExercise`` (code.py)."""
 
     key: str
     question: str
