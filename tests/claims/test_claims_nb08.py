@@ -371,3 +371,35 @@ def test_08_anomaly_detection_names_pow_for_the_root_of_zero():
         with pytest.raises(FloatingPointError, match="backward of 'pow'"):
             with detect_anomaly():
                 ((w * w).sum() ** 0.5).backward()
+
+
+def test_08_pytorch_anomaly_mode_names_the_multiplication_one_operation_after_the_root():
+    torch = pytest.importorskip("torch")
+    v = torch.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="MulBackward0") as raised, pytest.warns(UserWarning):
+        with torch.autograd.detect_anomaly():
+            ((v * v).sum() ** 0.5).backward()
+    assert "Pow" not in str(raised.value) and "nan" in str(raised.value)
+
+
+def test_08_pytorch_catches_a_step_before_backward_only_for_a_weight_that_backward_saved():
+    torch = pytest.importorskip("torch")
+
+    def step_then_backward(input_needs_grad):
+        layer = torch.nn.Linear(3, 2)
+        x = torch.ones(4, 3, requires_grad=input_needs_grad)
+        loss = layer(x).sum()
+        with torch.no_grad():
+            layer.weight.add_(1.0)   # what optimizer.step() does, in place
+            layer.bias.add_(1.0)
+        loss.backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        step_then_backward(input_needs_grad=True)    # the weight was saved to form the input's gradient
+    step_then_backward(input_needs_grad=False)        # nothing saved that the step changed: no error
+
+    bias_only = torch.nn.Linear(3, 2)
+    loss = bias_only(torch.ones(4, 3, requires_grad=True)).sum()
+    with torch.no_grad():
+        bias_only.bias.add_(1.0)
+    loss.backward()                                   # a bias is never saved: never caught
