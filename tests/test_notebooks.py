@@ -78,14 +78,43 @@ def test_the_student_edition_is_the_notebook_with_solutions_off_and_exercise_out
     assert [c.source for c in nb.cells if c.cell_type == "code"][1:] == \
         [c.source for c in original.cells if c.cell_type == "code"][1:]
     # every other code cell keeps its outputs, unless they give an answer asked above away
-    answers = []
+    # (a word answer, such as what a bug does, only within its own section: a word like "backward" recurs later)
+    answers, words = [], []
     for i, (cell, was) in enumerate(zip(nb.cells, original.cells)):
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            words = []
         if cell.cell_type != "code" or i == first:
             continue
         if i not in exercises and cell.get("outputs") != was.get("outputs"):
-            assert not cell.outputs and any(_gives_away(was, a) for a in answers), f"cell {i} cleared for nothing"
+            assert not cell.outputs and (any(_gives_away(was, a) for a in answers)
+                                         or any(_says_away(was, w) for w in words)), f"cell {i} cleared for nothing"
         assert not any(_gives_away(cell, a) for a in answers), f"cell {i} gives an answer away"
+        assert not any(_says_away(cell, w) for w in words), f"cell {i} gives a word answer away"
         answers += _numeric_answers(cell.source)
+        words += _word_answers(cell.source)
+
+
+def _word_answers(source):
+    """Each word exercise's accepted words: a choice's spellings, or what a bug does and its other names."""
+    from haaw.course.exercises import REGISTRY
+    from haaw.course.exercises.core import BugExercise, ChoiceExercise
+
+    found = []
+    for k in re.findall(r"check\(\s*[\"']([^\"']+)", source):
+        ex = REGISTRY[k]
+        if isinstance(ex, BugExercise):
+            found.append([ex.explanation, *ex.explanations[ex.explanation]])
+        elif isinstance(ex, ChoiceExercise):
+            found.append(list(ex.answer) if isinstance(ex.answer, tuple) else [ex.answer])
+    return found
+
+
+def _says_away(cell, spellings):
+    """The cell printed one of the spellings, as words of their own, in any case."""
+    text = " ".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                    for o in cell.get("outputs", [])).lower()
+    padded = " " + re.sub(r"[^\w/]+", " ", text) + " "
+    return any(" " + " ".join(re.sub(r"[^\w/]+", " ", s.lower()).split()) + " " in padded for s in spellings)
 
 
 def _numeric_answers(source):

@@ -5,7 +5,8 @@
 A student edition is the same notebooks with these differences: ``solution(...)`` is switched off (the
 first code cell sets HAAW_SOLUTIONS=off; ``hint(...)`` still works, tier by tier) and the text no longer
 points at it; every exercise cell's stored output is cleared, so nothing is shown before the learner
-runs it; and so is every later cell's output that would give away a number an exercise asks for. On a shared
+runs it; and so is every later cell's output that would give away a number an exercise asks for, or, in the same
+section, the words of a word answer (a choice, or what a bug does). On a shared
 JupyterHub, also set HAAW_SOLUTIONS=off in the hub's environment. Neither is a lock: a learner can set the
 variable back in a cell, and the course's code is installed with it (the instructor guide says so).
 """
@@ -54,6 +55,25 @@ def _numeric_answer(key: str):
     return float(ex.answer)
 
 
+def _word_answers(key: str) -> tuple:
+    """The words of a word answer (a choice, or what a bug does) in every spelling the checker accepts, lower case."""
+    from .exercises import REGISTRY
+    from .exercises.core import BugExercise, ChoiceExercise
+
+    ex = REGISTRY.get(key)
+    if isinstance(ex, BugExercise):
+        return tuple(w.lower() for w in (ex.explanation, *ex.explanations[ex.explanation]))
+    if isinstance(ex, ChoiceExercise):
+        return tuple(w.lower() for w in (ex.answer if isinstance(ex.answer, tuple) else (ex.answer,)))
+    return ()
+
+
+def _says(text: str, words: tuple) -> bool:
+    """Does ``text`` hold one of ``words`` as a whole phrase (any case)?"""
+    low = text.lower()
+    return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", low) for w in words)
+
+
 def _output_text(cell) -> str:
     return "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
                    for o in cell.get("outputs", []))
@@ -64,13 +84,17 @@ def student_notebook(nb):
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = POINTER.sub(r"\1\2.", cell.source)
-    asked = []  # the numeric answers of the exercises met so far
+    asked, said = [], []  # the numeric and the word answers of the exercises met so far
     for cell in nb.cells:
+        if cell.cell_type == "markdown" and re.match(r"## ", cell.source):
+            said = []  # a word ("backward") recurs everywhere: it gives an answer away within its own section only
         if cell.cell_type != "code":
             continue
-        if any(_reveals(_output_text(cell), answer) for answer in asked):
+        shown = _output_text(cell)
+        if any(_reveals(shown, answer) for answer in asked) or any(_says(shown, words) for words in said):
             cell.outputs, cell.execution_count = [], None  # run it to see: after you have answered
         asked += [a for a in map(_numeric_answer, KEY.findall(cell.source)) if a is not None]
+        said += [w for w in map(_word_answers, KEY.findall(cell.source)) if w]
     code = [c for c in nb.cells if c.cell_type == "code"]
     if code and SWITCH not in code[0].source:
         first = code[0].source
