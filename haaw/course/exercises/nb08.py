@@ -8,7 +8,8 @@ from .core import BugExercise, register
 # What can go wrong in a few lines of training code, as sections 1 to 9 of the notebook taught it: the menu every
 # "find the bug" answer picks its explanation from (the key, then other words a learner may use for it).
 EXPLANATIONS = {
-    "per example": ("per sequence", "mean per example", "loss per example", "wrong unit"),
+    "per example": ("per sequence", "mean per example", "loss per example", "mean per sequence", "per sequence mean",
+                    "mean of means", "wrong unit"),
     "padding in the sum": ("mask after the reduction", "mask after the sum", "mask after the mean", "mask missing",
                            "padding in the loss"),
     "padding in the count": ("padding in the divisor", "padding in the denominator", "divides by padded size"),
