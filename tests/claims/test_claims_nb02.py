@@ -340,3 +340,13 @@ def test_02_moons_are_the_two_moons_of_notebook_03_as_python_numbers():
     r = z.relu()
     r.backward()
     assert (r.data, z.grad) == (0.5, 1.0)
+
+
+def test_02_at_a_tie_this_engine_s_max_sends_the_gradient_to_b_and_torch_maximum_splits_it():
+    a, b = Value(1.0), Value(1.0)
+    (b + (a - b).relu()).backward()
+    assert (a.grad, b.grad) == (0.0, 1.0)
+    torch = pytest.importorskip("torch")
+    ta, tb = torch.tensor(1.0, requires_grad=True), torch.tensor(1.0, requires_grad=True)
+    (torch.maximum(ta, tb) * 2).backward()
+    assert (ta.grad.item(), tb.grad.item()) == (1.0, 1.0)

@@ -178,9 +178,9 @@ def test_03_the_dX_checker_names_a_division_by_the_batch_size():
 
 def test_03_shapes_do_not_prove_the_formulas_three_shape_valid_products_are_wrong():
     rng = np.random.default_rng(0)
-    X0, W0, G0, M = (rng.standard_normal(s) for s in ((4, 3), (3, 2), (4, 2), (2, 2)))
+    X0, W0, G0 = (rng.standard_normal(s) for s in ((4, 3), (3, 2), (4, 2)))
     dW, dX = X0.T @ G0, G0 @ W0.T  # the gradients, checked against the engine in the first claim above
-    for product, right in ((X0.T @ G0 @ M, dW), (X0.T @ X0 @ X0.T @ G0, dW), (G0 @ W0.T @ W0 @ W0.T, dX)):
+    for product, right in ((X0.T @ G0 @ W0.T @ W0, dW), (X0.T @ X0 @ X0.T @ G0, dW), (G0 @ W0.T @ W0 @ W0.T, dX)):
         assert product.shape == right.shape and not np.allclose(product, right)
     assert (G @ W.T @ W @ W.T).shape == (G @ W.T).shape  # the checker's own named mistake for 03-dX has the right shape
 
@@ -312,3 +312,34 @@ def test_03_relu_at_its_kink_fails_the_gradient_check_though_its_backward_is_rig
     np.testing.assert_array_equal(xt.grad.numpy(), [0.0, 0.0, 1.0, 1.0])  # the same convention at exactly 0
     with pytest.warns(UserWarning, match="double precision"):
         torch.autograd.gradcheck(lambda t: t.relu(), (torch.tensor([0.3, -0.4], requires_grad=True),), raise_exception=False)
+
+
+def test_03_gradcheck_passes_a_wrong_derivative_of_a_tiny_function_and_refuses_it_at_ordinary_size():
+    from haaw import Function, Tensor
+
+    def cube_with_3x_for_3x2(scale):
+        class WrongCube(Function):
+            @staticmethod
+            def forward(ctx, a):
+                ctx.a = a
+                return scale * a**3
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * scale * 3 * ctx.a  # the bug: 3x where 3x² is right
+
+        return lambda t: WrongCube.apply(t).sum()
+
+    x = np.array([0.7])
+    assert not gradcheck(cube_with_3x_for_3x2(1.0), x).ok
+    assert not gradcheck(cube_with_3x_for_3x2(1e-6), x).ok
+    tiny = gradcheck(cube_with_3x_for_3x2(1e-9), x)
+    assert tiny.ok                      # the fixed 1e-8 of the test lets it through
+    assert 3 * 0.7 * 1e-9 < 1e-8 and abs(3 * 0.7 - 3 * 0.49) / (3 * 0.7) > 0.29   # wholly wrong, yet under the 1e-8
+
+
+def test_03_exp_overflows_near_88_7_in_float32_and_near_11_in_float16():
+    with np.errstate(over="ignore"):
+        assert np.isfinite(np.exp(np.float32(88.7))) and np.isinf(np.exp(np.float32(88.8)))
+        assert np.isfinite(np.exp(np.float16(11.0))) and np.isinf(np.exp(np.float16(11.1)))
+        assert np.isfinite(np.exp(709.78)) and np.isinf(np.exp(709.79))
