@@ -214,3 +214,50 @@ def test_06_for_the_7b_model_the_activations_take_about_as_much_as_weights_gradi
     fixed = parts["weights"] + parts["gradients"] + parts["optimizer state"]
     assert 0.9 < parts["activations"] / fixed < 1.1
     assert round(parts["activations"] / 2**30) == 97 and round(fixed / 2**30) == 100
+
+
+def test_06_the_labels_are_counted_cross_entropy_keeps_its_log_probabilities_and_a_copy_of_the_labels():
+    """Cell 2: parameters and the input batch are not counted; the labels are, 32 × 10 log-probabilities
+    and 32 labels of 8 bytes each in the cross_entropy_rows row."""
+    from haaw.nn import MLP
+    rng = np.random.default_rng(0)
+    model = MLP([64, 128, 128, 10], seed=0)
+    x = Tensor(rng.standard_normal((32, 64)))
+    with track_memory() as memory:
+        F.cross_entropy(model(x), rng.integers(0, 10, 32)).backward()
+    assert memory.by_op["cross_entropy_rows"][1] == 32 * 10 * 8 + 32 * 8 == 2_816
+    assert memory.by_op["linear"][1] == 2 * 32 * 128 * 8  # the two hidden layers only: no parameter, no input batch
+
+
+def test_06_at_4096_tokens_dropping_the_scores_saves_nearly_as_much_as_checkpointing_and_the_two_combine():
+    """Cells 11-12: 97.0 -> 17.0 GiB without scores; 1.0 + 3.0 with recomputation; 1.5 with both."""
+    s, b, h, a, L = 4096, 1, 4096, 32, 32
+    per_layer = 34 * s * b * h + 5 * a * s * s * b  # Korthikanti et al., 16-bit
+    no_scores = 34 * s * b * h
+    stored, without = L * per_layer, L * no_scores
+    checkpoints = L * 2 * s * b * h
+    recomputed, recomputed_no_scores = per_layer - 2 * s * b * h, no_scores - 2 * s * b * h
+    gib = lambda v: round(v / 2**30, 1)  # noqa: E731
+    assert (gib(stored), gib(without), gib(checkpoints), gib(recomputed)) == (97.0, 17.0, 1.0, 3.0)
+    assert gib(checkpoints + recomputed_no_scores) == 1.5
+    # "nearly as much": dropping the scores saves 80 GiB, checkpointing 93
+    assert 0.8 < (stored - without) / (stored - checkpoints - recomputed) < 1
+    assert checkpoints + recomputed_no_scores < min(without, checkpoints + recomputed)  # they combine
+    for keep_scores, recompute, expected in ((True, False, stored), (False, False, without),
+                                             (True, True, checkpoints + recomputed),
+                                             (False, True, checkpoints + recomputed_no_scores)):
+        parts = training_memory(MODEL_7B, 1, 4096, precision="mixed", recompute=recompute, keep_scores=keep_scores)
+        assert parts["activations"] + parts["recomputed layer"] == pytest.approx(expected)
+
+
+def test_06_a_block_keeps_about_30_arrays_its_input_s_size_so_segments_of_one_block_win():
+    """Cells 27-28: one block keeps ~30 input-sized arrays; N/k + 30·k (less the input) predicts the peaks,
+    smallest at k = √(16/30) < 1."""
+    input_bytes = 64 * 64 * 8
+    plain_peak = _measure(None)[0]
+    per_block = plain_peak / 16 / input_bytes
+    assert round(per_block) == 30 and f"{per_block:.1f}" == "30.1"
+    assert np.sqrt(16 / per_block) < 1
+    for k in (1, 2, 4):
+        measured = _measure(k)[0] / input_bytes
+        assert abs(measured - (16 // k - 1 + 30 * k)) < 0.5
