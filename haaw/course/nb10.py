@@ -219,6 +219,9 @@ class Recipe:
     max_norm       clip the global gradient norm to this, after unscaling (04, 07); None: no clipping.
     warmup         raise the learning rate linearly over this many steps, then let it decay along a half
                    cosine to 0 by step ``steps``; 0: a constant rate ``lr``.
+    decay_from     the step the half cosine starts from (None: where the warmup ends); between the warmup's end
+                   and it, the rate is ``lr``. A control that differs from another run in its warmup only sets
+                   it to the other run's warmup.
     workers        simulated data-parallel workers, each with its own copy of everything, the batch split
                    between them (09).
     all_reduce     sum the workers' gradients with the ring all-reduce of 09 (averaging, when the losses
@@ -231,6 +234,7 @@ class Recipe:
     token_weighted: bool = True
     max_norm: float | None = None
     warmup: int = 0
+    decay_from: int | None = None
     steps: int = 100
     workers: int = 1
     all_reduce: bool = True
@@ -248,7 +252,10 @@ class Recipe:
             return self.lr
         if step < self.warmup:
             return self.lr * (step + 1) / self.warmup
-        progress = min(1.0, (step - self.warmup) / max(1, self.steps - self.warmup))
+        start = self.warmup if self.decay_from is None else max(self.warmup, self.decay_from)
+        if step < start:
+            return self.lr
+        progress = min(1.0, (step - start) / max(1, self.steps - start))
         return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
 
 

@@ -326,6 +326,10 @@ def test_07_what_autocast_keeps_in_fp32_breaks_in_fp16():
         assert np.isnan((e / e.sum())[0])
         assert float(np.cumsum(np.ones(10_000, dtype=np.float16))[-1]) == 2048.0
         assert np.float16(2048.0) + np.float16(1.0) == np.float16(2048.0)
+        # np.sum keeps a wider accumulator: three numbers, too few for pairs to matter, still reach 2050
+        three = np.array([2048.0, 1.0, 1.0], dtype=np.float16)
+        assert float(np.sum(three)) == 2050.0 and float(np.cumsum(three)[-1]) == 2048.0
+        assert int(np.sum(np.ones(10_000, dtype=np.float16))) == 10_000
         f = np.array([300.0, -300.0, 250.0, -250.0], dtype=np.float16)
         assert np.isinf(np.mean(f * f)) and np.mean(f.astype(np.float64) ** 2) == 76250.0
 
@@ -414,8 +418,9 @@ def test_07_a_sequential_fp16_sum_stalls_at_2048_on_a_tie_rounded_to_even_a_pair
     assert float(np.float16(2050) + np.float16(1)) == 2052.0  # halfway again: to even, which is up here
 
 
-def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_norm_and_sum_stay_bf16():
-    """Cell 54: on the CPU with bf16, softmax, layer norm and sums run in bf16; the cross-entropy loss in fp32."""
+def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_norm_and_sum_keep_their_input_s_dtype():
+    """Cell 54: on the CPU, softmax, layer norm and sums run in the dtype that reaches them (bf16 after a matrix
+    product, fp32 on fp32); the cross-entropy loss is cast to fp32."""
     torch = pytest.importorskip("torch")
     x = torch.randn(4, 8)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -425,6 +430,8 @@ def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_n
                     y.sum(), y.mean()):
             assert out.dtype == torch.bfloat16
         assert torch.nn.functional.cross_entropy(y, torch.tensor([0, 1, 2, 3])).dtype == torch.float32
+        for out in (torch.softmax(x, -1), torch.nn.functional.layer_norm(x, (8,)), x.sum()):
+            assert out.dtype == torch.float32       # an fp32 input stays fp32: not cast down, not on a list
 
 
 def test_07_grad_scaler_refuses_a_second_unscale_before_update():

@@ -343,3 +343,11 @@ def test_09_sharded_adam_over_reduce_scatter_and_all_gather_gives_the_unsharded_
     assert [len(c) for c in np.array_split(np.arange(81), 4)] == [21, 20, 20, 20]  # chunk (i + 1) % 4 for worker i
     assert lines[1] == "the workers' weights after the all-gather are identical: True"
     assert lines[2] == "sharded Adam vs plain data parallelism agrees (rtol 1e-07)"
+
+
+def test_09_zero_s_reduce_scatter_and_all_gather_send_what_one_all_reduce_sends(stored_output):
+    """Section 8: each half of the ring moves (N − 1)·S bytes over all workers together, the all-reduce both."""
+    read = stored_output("09", "scatter_wires, gather_wires, reduce_wires")
+    n, size = 4, 81 * 8                                    # workers; the small model's 81 float64 weights
+    half = (n - 1) * size
+    assert (f"reduce-scatter {half:,} + all-gather {half:,} = {2 * half:,}; one all-reduce: {2 * half:,}") in read

@@ -2,7 +2,9 @@
 import inspect
 import re
 from collections import Counter
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 
@@ -329,9 +331,17 @@ def test_10_the_schedule_warms_up_linearly_then_decays_along_half_a_cosine(store
     one_step, warmup = map(float, re.findall(r"mean loss over steps 31-40 ([\d.]+)",
                                              stored_output("10", "for warm in (1, 10):")))
     assert warmup < one_step  # "the run with warmup ends with the lower loss"
-    # the control differs in its warmup only: 1 step of it, then the same half cosine to 0 at step 40
-    control, warm = nb10.Recipe(lr=0.03, warmup=1, steps=40), nb10.Recipe(lr=0.03, warmup=10, steps=40)
-    assert control.learning_rate(0) == 0.03 and control.learning_rate(39) < 1e-4 and warm.learning_rate(39) < 1e-3
+    # the control differs in its warmup only: 1 step of it, the full rate until step 10, then the same half cosine
+    control = nb10.Recipe(lr=0.03, warmup=1, decay_from=10, steps=40)
+    warm = nb10.Recipe(lr=0.03, warmup=10, steps=40)
+    assert [control.learning_rate(s) for s in range(10)] == [0.03] * 10
+    assert [warm.learning_rate(s) for s in range(10)] == pytest.approx([0.003 * (s + 1) for s in range(10)], rel=1e-12)
+    for s in range(10, 40):   # the cosine written out again: from 0.03 at step 10 to 0 at step 40
+        assert control.learning_rate(s) == warm.learning_rate(s) == pytest.approx(
+            0.015 * (1 + np.cos(np.pi * (s - 10) / 30)), rel=1e-12, abs=1e-15)
+    (path,) = (Path(__file__).resolve().parents[2] / "notebooks").glob("10_*.ipynb")
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if "for warm in (1, 10):" in c.source)
+    assert "decay_from=10" in cell.source   # the notebook's control is this one
 
 
 def test_10_two_workers_with_the_ring_take_one_worker_s_steps_and_without_it_drift_apart(stored_output):
