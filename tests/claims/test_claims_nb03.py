@@ -343,3 +343,18 @@ def test_03_exp_overflows_near_88_7_in_float32_and_near_11_in_float16():
         assert np.isfinite(np.exp(np.float32(88.7))) and np.isinf(np.exp(np.float32(88.8)))
         assert np.isfinite(np.exp(np.float16(11.0))) and np.isinf(np.exp(np.float16(11.1)))
         assert np.isfinite(np.exp(709.78)) and np.isinf(np.exp(709.79))
+
+
+def test_03_near_a_flat_point_a_right_backward_shows_a_large_relative_error():
+    """Only the gradient is tiny, not the function: the finite difference's rounding, about 1e-16·|f|/h, swamps it."""
+    report = gradcheck(lambda t: ((t * t + 1.0) * 3.0).sum(), np.array([1e-10]))
+    assert report.worst > 0.1                      # the backward, 6x = 6e-10, is exact; the difference is not
+    assert gradcheck(lambda t: ((t * t + 1.0) * 3.0).sum(), np.array([0.7])).ok
+
+
+def test_03_the_array_engine_s_max_splits_a_tie_equally():
+    from haaw import Tensor
+
+    t = Tensor(np.array([1.0, 1.0, 0.0]), requires_grad=True)
+    t.max().backward()
+    assert t.grad.tolist() == [0.5, 0.5, 0.0]
