@@ -459,3 +459,14 @@ def test_05_the_block_s_training_run_fits_one_batch_a_block_that_cannot_look_bac
 
     causal, self_only = final_loss(F.causal_mask(6)), final_loss(np.eye(6, dtype=bool))
     assert causal < 0.5 and self_only < 0.5 and 0.5 < self_only / causal < 2
+
+
+def test_05_in_fp16_the_minimum_plus_a_score_below_about_minus_16_overflows_and_bf16_needs_two_minimums():
+    import ml_dtypes
+
+    low = np.finfo(np.float16).min
+    with np.errstate(over="ignore"):
+        assert low + np.float16(-15) == low and np.isneginf(low + np.float16(-17))
+        bf16 = ml_dtypes.bfloat16
+        bf_low = np.array(ml_dtypes.finfo(bf16).min, dtype=bf16)
+        assert np.isfinite(bf_low + np.array(-1e4, dtype=bf16)) and np.isneginf(bf_low + bf_low)
