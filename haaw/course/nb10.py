@@ -218,7 +218,7 @@ class Recipe:
                    the pieces differ in size); False: its own mean divided by the number of pieces (08, 09).
     max_norm       clip the global gradient norm to this, after unscaling (04, 07); None: no clipping.
     warmup         raise the learning rate linearly over this many steps, then let it decay along a half
-                   cosine to 0 by step ``steps``; 0: a constant rate ``lr``.
+                   cosine to 0 by step ``steps``; 0 (and no ``decay_from``): a constant rate ``lr``.
     decay_from     the step the half cosine starts from (None: where the warmup ends); between the warmup's end
                    and it, the rate is ``lr``. A control that differs from another run in its warmup only sets
                    it to the other run's warmup.
@@ -248,7 +248,7 @@ class Recipe:
 
     def learning_rate(self, step: int) -> float:
         """The rate for ``step`` (counting from 0): linear warmup, then a half cosine down to 0."""
-        if not self.warmup:
+        if not self.warmup and self.decay_from is None:
             return self.lr
         if step < self.warmup:
             return self.lr * (step + 1) / self.warmup

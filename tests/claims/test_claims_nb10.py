@@ -342,6 +342,8 @@ def test_10_the_schedule_warms_up_linearly_then_decays_along_half_a_cosine(store
     (path,) = (Path(__file__).resolve().parents[2] / "notebooks").glob("10_*.ipynb")
     cell = next(c for c in nbformat.read(path, as_version=4).cells if "for warm in (1, 10):" in c.source)
     assert "decay_from=10" in cell.source   # the notebook's control is this one
+    no_warmup = nb10.Recipe(lr=0.03, decay_from=10, steps=40)   # no warmup at all: the same schedule as the control
+    assert [no_warmup.learning_rate(s) for s in range(40)] == [control.learning_rate(s) for s in range(40)]
 
 
 def test_10_two_workers_with_the_ring_take_one_worker_s_steps_and_without_it_drift_apart(stored_output):
