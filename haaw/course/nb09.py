@@ -76,11 +76,18 @@ def ring(buffers, send, *, steps=None, gather=True, average=False) -> list[np.nd
         for i in range(n):
             chunks[i][(i - 1 - step) % n] += received[i]  # the chunk the left neighbour sent, added to its own
     if gather:  # now worker i holds the finished sum of chunk (i + 1) % n: pass the finished chunks around
-        for step in range(n - 1):
-            received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
-            for i in range(n):
-                chunks[i][(i - step) % n] = received[i]  # replace: it is finished
+        _pass_finished_chunks(chunks, send)
     return [np.concatenate(c) / (n if average else 1) for c in chunks]
+
+
+def _pass_finished_chunks(chunks, send) -> None:
+    """The all-gather half of the ring, in place: worker i starts with the finished chunk (i + 1) % N in
+    ``chunks[i]`` and, after N − 1 steps, holds every worker's finished chunk."""
+    n = len(chunks)
+    for step in range(n - 1):
+        received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+        for i in range(n):
+            chunks[i][(i - step) % n] = received[i]  # replace: it is finished
 
 
 class Ring:
@@ -163,17 +170,17 @@ def reduce_scatter(buffers, send) -> list:
 
 def all_gather(shards, send) -> list[np.ndarray]:
     """The ring all-reduce's second half alone: worker i starts with one chunk, ``shards[i] = (index, values)``,
-    and passes what it last received to its right-hand neighbour, N − 1 times; every worker ends with every
-    chunk, joined in index order."""
+    chunk (i + 1) % N as ``reduce_scatter`` leaves it, and passes what it last received to its right-hand
+    neighbour, N − 1 times; every worker ends with every chunk, joined in index order."""
     n = len(shards)
-    held = [{index: np.array(values)} for index, values in shards]
-    passing = list(shards)
-    for _ in range(n - 1):
-        received = send([values for _, values in passing])
-        passing = [(passing[(i - 1) % n][0], received[i]) for i in range(n)]
-        for i, (index, values) in enumerate(passing):
-            held[i][index] = values
-    return [np.concatenate([h[c] for c in range(n)]) for h in held]
+    if [index for index, _ in shards] != [(i + 1) % n for i in range(n)]:
+        raise ValueError(f"all_gather takes the chunks as reduce_scatter leaves them: worker i holds chunk (i + 1) % "
+                         f"{n}; got indices {[index for index, _ in shards]}")
+    chunks = [[None] * n for _ in range(n)]
+    for i, (index, values) in enumerate(shards):
+        chunks[i][index] = np.array(values)
+    _pass_finished_chunks(chunks, send)
+    return [np.concatenate(c) for c in chunks]
 
 
 def overlap_timeline(backward_seconds, gradient_bytes, bucket_bytes: float, all_reduce_seconds) -> dict:
@@ -193,8 +200,9 @@ def overlap_timeline(backward_seconds, gradient_bytes, bucket_bytes: float, all_
 
     def launch(nbytes):
         start = max(clock, stream_free)
-        buckets.append((clock, start, start + all_reduce_seconds(nbytes), nbytes))
-        return start + all_reduce_seconds(nbytes)
+        end = start + all_reduce_seconds(nbytes)
+        buckets.append((clock, start, end, nbytes))
+        return end
 
     for seconds, nbytes in zip(backward_seconds, gradient_bytes):
         compute.append((clock, clock + seconds))
