@@ -8,6 +8,7 @@ whatever the learner passed (a number, a Value, a string, an array, ``None``, th
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -355,7 +356,6 @@ class ChoiceExercise(_TypedAnswer):
         return Feedback(UNREADABLE, f"{answer!r:.40} is not one of the answers the checker knows: {options}.")
 
 
-
 def _line_number(value) -> int | None:
     """A line number as people give it: 4, 4.0, "4", "line 4"; None for anything else (True, 4.5, "four")."""
     if isinstance(value, bool):
@@ -410,13 +410,12 @@ class BugExercise(_TypedAnswer):
 
     def _explanation(self, words: str):
         """(key, None) or (None, why the words are not one of the menu's)."""
-        word = _words(words)
+        word, spellings = _words(words), {}
         for key, synonyms in self.explanations.items():
-            if word in {_words(w) for w in (key, *synonyms)}:
-                return key, None
-        spellings = {_words(w): key for key, synonyms in self.explanations.items() for w in (key, *synonyms)}
-        import difflib
-
+            for w in (key, *synonyms):
+                spellings.setdefault(_words(w), key)  # the first key to claim a spelling keeps it
+        if word in spellings:
+            return spellings[word], None
         close = difflib.get_close_matches(word, list(spellings), n=1, cutoff=0.75)
         guess = f" Did you mean {spellings[close[0]]!r}?" if close else ""
         return None, f"{words!r:.40} is not an explanation the checker knows.{guess} The explanations: {self._menu()}."
