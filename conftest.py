@@ -1,5 +1,5 @@
-"""pytest setup shared by every test: one BLAS thread per process, no progress file, and the suite's
-shortcuts (``pytest -m browser`` collects the browser tests alone; pytest-xdist keeps a notebook's cells,
+"""pytest setup shared by every test: one BLAS thread per process, no progress file, the tiers (bare
+``pytest`` is the everyday loop), and the suite's shortcuts (``pytest -m browser`` collects the browser tests alone; pytest-xdist keeps a notebook's cells,
 and each module with a costly fixture, on one worker). What the suite does around the notebooks run
 under nbval (PyTorch cells, the memory budget) is the plugin ``tests/plugins/haaw_notebooks.py``.
 """
@@ -41,15 +41,49 @@ def pytest_cmdline_main(config):
 
 def pytest_ignore_collect(collection_path, config):
     """``pytest -m browser`` collects only tests/browser, instead of importing every test module and reading
-    every notebook to select none of them (tests/test_suite.py checks that no other module has the mark)."""
+    every notebook to select none of them (tests/repo/test_suite.py checks that no other module has the mark)."""
     if _browser_only(config) and collection_path.is_file() and BROWSER_TESTS not in collection_path.resolve().parents:
         return True
     return None
 
 
+# The tiers (docs/testing.md). Everything outside the package's unit-test folders is slow by where it lives:
+# the notebooks, the claims (each computes a figure again, some by training), the repository's policies, the
+# differential programs and the browser. A slow test inside the unit folders carries the mark itself.
+UNIT_TESTS = ("tests/engine/", "tests/nn/", "tests/tools/", "tests/course/", "tests/test_optim.py", "tests/test_amp.py")
+EVERYDAY = "not slow and not browser"
+
+
+def pytest_configure(config):
+    """Bare ``pytest`` (no -m, no file or folder named) runs the everyday tier: ``-m "not slow and not browser"``."""
+    if not config.getoption("markexpr", "") and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        config.option.markexpr = EVERYDAY
+        config.stash[_EVERYDAY_KEY] = True
+
+
+_EVERYDAY_KEY = pytest.StashKey[bool]()
+
+
+def pytest_report_header(config):
+    if config.stash.get(_EVERYDAY_KEY, False):
+        return ["tier: the everyday loop (-m \"not slow and not browser\"); everything but the browser: "
+                "pytest -n auto --nbval -m \"not browser\""]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
+def pytest_collection_modifyitems(config, items):
+    root = Path(__file__).resolve().parent
+    for item in items:
+        path = Path(item.path).resolve()
+        where = path.relative_to(root).as_posix() if root in path.parents else ""
+        if not where.startswith(UNIT_TESTS) or getattr(item, "cell", None) is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 # Modules whose module-scoped fixture is costly (a trained model, a browser, a benchmark run): their
 # tests stay together on one worker, so that the fixture is made once.
-ONE_WORKER_MODULES = ("tests/browser/test_in_jupyterlab.py", "tests/claims/test_claims_nb10.py", "tests/test_benchmarks.py")
+ONE_WORKER_MODULES = ("tests/browser/test_in_jupyterlab.py", "tests/claims/test_claims_nb10.py", "tests/repo/test_benchmarks.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: ignored when it is not loaded

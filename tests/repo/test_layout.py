@@ -1,0 +1,98 @@
+"""The package's shape: the engine in one folder that imports nothing else of haaw, PyTorch's module
+names reachable from ``import haaw``, and nothing heavy loaded by it."""
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import haaw
+
+PACKAGE = Path(haaw.__file__).parent
+
+
+def test_haaw_holds_the_parts_and_nothing_else():
+    parts = sorted(p.name for p in PACKAGE.iterdir() if not p.name.startswith((".", "__pycache__")))
+    assert parts == ["__init__.py", "amp.py", "course", "engine", "nn", "optim.py", "tools"]
+
+
+def haaw_imports(path: Path) -> set[str]:
+    """The haaw modules that the file at ``path`` imports, as absolute dotted names."""
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(filter(None, [base, node.module or ""]))
+            found |= {module} | {f"{module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.startswith("haaw")}
+
+
+def test_the_engine_imports_no_instrument_and_no_course_prop():
+    for path in (PACKAGE / "engine").glob("*.py"):
+        outside = {m for m in haaw_imports(path) if not m.startswith("haaw.engine")}
+        assert not outside, f"{path.name} imports {outside}"
+
+
+def test_the_engine_imports_no_instrument_when_it_runs_either():
+    code = ("import sys, numpy as np, haaw.engine as e; "
+            "t = e.Tensor(np.ones(2), requires_grad=True); (t * t).sum().backward(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('haaw.tools', 'haaw.course'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_import_haaw_reaches_pytorch_s_module_names_and_loads_numpy_only():
+    code = ("import sys, haaw; import haaw.course.exercises, haaw.tools; "
+            "assert haaw.nn.functional.cross_entropy and haaw.nn.utils.clip_grad_norm_; "
+            "assert haaw.optim.Adam and haaw.amp.DynamicLossScaler and haaw.nn.Linear; "
+            "print([m for m in ('torch', 'matplotlib', 'ipywidgets') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_two_modules_of_haaw_import_each_other_in_a_circle():
+    """Imports inside functions count too: one that only hides a circle from Python's import order still
+    makes the two modules one tangle to read. The edges are module to module (a package's __init__ is left
+    out as a target: every module of a package goes through it)."""
+    modules = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts): p for p in PACKAGE.rglob("*.py")
+               if p.name != "__init__.py"}
+    graph = {name: {m for m in haaw_imports(path) if m in modules and m != name} for name, path in modules.items()}
+    circles = []
+    for start in graph:  # a path from start back to start, found by walking outwards
+        seen, frontier = set(), [(start, (start,))]
+        while frontier:
+            node, path = frontier.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" -> ".join(path + (start,)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append((nxt, path + (nxt,)))
+    assert not circles, "\n".join(sorted(circles))
+
+
+def test_instruments_and_the_course_read_a_node_through_the_engine_s_accessors_only():
+    """graph.parents, operation, context, is_node and tensor.changed_in_place: the engine may rename what it
+    keeps without breaking the tools. The scalar engine's ``_local`` is the exception the course teaches by name
+    (notebook 02's learner reads ``node._parents`` and ``node._local`` to write backward)."""
+    private = re.compile(r"\.(_parents|_ctx|_op|_vc)\b|hasattr\([^)]*\"_parents\"")
+    found = []
+    for path in [*(PACKAGE / "tools").rglob("*.py"), *(PACKAGE / "course").rglob("*.py"), *(PACKAGE / "nn").rglob("*.py"),
+                 PACKAGE / "optim.py", PACKAGE / "amp.py"]:
+        if path.name == "nb02.py" and path.parent.name == "exercises":  # the learner's backward and its variants
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if private.search(line) and "self._" not in line:
+                found.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_no_instrument_depends_on_the_course():
+    """The tools observe the engine and nn; a course model's mirror (TinyGPT's) lives with the course, and no tool
+    reaches into a course model's parts."""
+    for path in (PACKAGE / "tools").glob("*.py"):
+        assert not {m for m in haaw_imports(path) if m.startswith("haaw.course")}, path.name
+        assert "model.blocks" not in path.read_text() and "model.token" not in path.read_text(), path.name

@@ -1,0 +1,126 @@
+"""A learner runs cells again: every notebook, run top to bottom, then every code cell once more, from the last up
+to the first, in the same kernel, raises nowhere. Run that way, each cell meets what the cells below it leave
+behind, as when a learner who has run the whole notebook scrolls up and runs one cell again: a later cell that
+rebinds a name an earlier cell needs (X made a NumPy array, a dict of curves replaced) makes the earlier cell
+fail on its second run, and this test names the cell."""
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def run_twice(path: Path) -> None:
+    """Runs the notebook, then each code cell a second time, last first; raises AssertionError naming the first
+    cell that fails."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    code = [(i, cell) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    with client.setup_kernel():
+        for run, cells in (("first", code), ("second", code[::-1])):
+            for i, cell in cells:
+                try:
+                    client.execute_cell(cell, i)
+                except CellExecutionError as error:
+                    raise AssertionError(f"{path.name}, cell {i} ({cell.get('id')}), on its {run} run:\n"
+                                         f"{cell.source[:300]}\n{str(error)[-1500:]}") from None
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_cell_runs_again_after_the_whole_notebook(path):
+    run_twice(path)
+
+
+def test_a_cell_that_rebinds_an_earlier_cell_s_name_is_named(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import numpy as np\nX = [1.0, 2.0]"),
+        nbformat.v4.new_code_cell("print(X.count(1.0))"),
+        nbformat.v4.new_markdown_cell("Later, X becomes an array."),
+        nbformat.v4.new_code_cell("X = np.array(X)\nprint(X.sum())"),
+    ])
+    path = tmp_path / "99_rebinds.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(AssertionError, match=r"cell 1 .*second run"):
+        run_twice(path)
+
+
+# --- the same hazard read from the code, without a kernel ------------------------------------------------------
+# A name bound by two cells (not by an import of the same module) and read from outside by a third cell after the
+# first binding: run the whole notebook, then that third cell again, or the first binder then the reader, and
+# the reader meets a value it was not written for. Reading order within a cell is by position: `x = x + 1` reads x
+# from outside, `x = 1; print(x)` does not.
+import ast  # noqa: E402
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def names_of(source: str):
+    """(names the cell binds, names it binds only by import, names it reads that it has not bound first)."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    tree = ast.parse("\n".join(lines))
+    bound, imported, reads = {}, set(), []
+    later = (float("inf"), 0)  # a function's body runs when it is called, after its cell
+
+    def walk(node, top):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _SCOPES):  # a scope of its own: only what it reads from outside counts
+                defined = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                if defined and top:
+                    bound.setdefault(child.name, (child.lineno, child.col_offset))
+                own = {a.arg for a in ast.walk(child) if isinstance(a, ast.arg)}
+                own |= {n.id for n in ast.walk(child) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                reads.extend((n.id, later if defined else (n.lineno, n.col_offset)) for n in ast.walk(child)
+                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in own)
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and top:
+                for alias in child.names:
+                    name = (alias.asname or alias.name).split(".")[0]
+                    bound.setdefault(name, (child.lineno, child.col_offset))
+                    imported.add(name)
+            elif isinstance(child, ast.Name):
+                where = (child.lineno, child.col_offset)
+                if isinstance(child.ctx, ast.Store):
+                    if top:
+                        bound.setdefault(child.id, where)
+                else:
+                    reads.append((child.id, where))
+            walk(child, top)
+
+    walk(tree, True)
+    outside = {name for name, where in reads if name not in bound or where <= bound[name]}
+    return set(bound), imported, outside
+
+
+def rebound_names(path: Path) -> list[str]:
+    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    found = [names_of(c.source) for c in cells]
+    problems = []
+    for name in sorted(set().union(*(b for b, _, _ in found)) - {"_"}):
+        binders = [k for k, (b, imported, _) in enumerate(found) if name in b and name not in imported]
+        readers = [k for k, (_, _, outside) in enumerate(found)
+                   if name in outside and k not in binders and binders and k > binders[0]]
+        if len(binders) > 1 and readers:
+            problems.append(f"{name!r} is bound by code cells {binders} and read by code cells {readers}")
+    return problems
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_cell_rebinds_a_name_another_cell_reads(path):
+    assert rebound_names(path) == []
+
+
+def test_the_rebinding_check_names_the_name_and_the_cells(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import numpy as np\nfrom numpy import pi\nX = [1.0, 2.0]"),
+        nbformat.v4.new_code_cell("print(X.count(1.0))\nfig = 1\nprint(fig)"),
+        nbformat.v4.new_code_cell("import numpy as np\nfig = 2\nprint(fig, pi)\nX = np.array(X)"),
+        nbformat.v4.new_code_cell("def total():\n    return Y.sum()\nY = np.zeros(2)"),
+        nbformat.v4.new_code_cell("Y = 3\nY = Y + 1\nprint([k for k in range(Y)], (lambda X: X)(1))"),
+    ])
+    path = tmp_path / "99_rebinds.ipynb"
+    nbformat.write(nb, path)
+    assert rebound_names(path) == ["'X' is bound by code cells [0, 2] and read by code cells [1]"]

@@ -1,0 +1,47 @@
+"""How the suite is put together: what conftest.py's shortcuts rely on."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+pytest_plugins = ["pytester"]
+
+
+def test_only_the_browser_module_has_browser_tests():
+    """`pytest -m browser` collects tests/browser alone (conftest.py): a browser test anywhere else would never run."""
+    marked = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("*.py")
+                    if path != Path(__file__).resolve()
+                    and re.search(r"mark\.browser\b|markers.*browser", path.read_text()))
+    assert marked == ["tests/browser/test_in_jupyterlab.py", "tests/browser/test_site.py"]
+
+
+def test_a_test_file_runs_on_its_own_without_nbval_or_xdist():
+    """pyproject.toml forces neither: `pytest tests/engine/test_ops.py` is one process with plain pytest. (That
+    it needs no other package than pytest, numpy and ml_dtypes was checked once in a venv holding only those.)"""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "pytest", "tests/engine/test_ops.py", "-q", "-p", "no:xdist",
+                             "-p", "no:nbval", "-p", "no:benchmark", "-p", "no:randomly"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert re.search(r"\d+ passed", result.stdout)
+
+
+def test_a_test_that_seeds_haaw_leaves_the_next_test_the_generator_it_found(pytester):
+    """conftest.py's autouse fixture: haaw.manual_seed in one test does not reach the next."""
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile('''
+        import haaw
+        import haaw.nn.modules as modules
+
+        found = []
+
+        def test_seeds():
+            found.append(modules._generator.bit_generator.state)
+            haaw.manual_seed(5)
+
+        def test_after_it():
+            assert modules._generator.bit_generator.state == found[0]
+    ''')
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark").assert_outcomes(passed=2)
+
