@@ -1,4 +1,8 @@
-"""What the claims tests share."""
+"""What the claims tests share.
+
+Tests marked upstream assert what NumPy, ml_dtypes or PyTorch do, which the notebook states; they fail when a
+new release changes that, not when haaw breaks (``pytest -m upstream`` runs them alone after an upgrade).
+"""
 from pathlib import Path
 
 import nbformat

@@ -91,6 +91,7 @@ def test_01_exercise_1_s_numbers_tell_the_gradient_from_the_loss():
     assert (2 * w.data) * x.data**2 == 24  # dL/dw from L = w²x² directly
 
 
+@pytest.mark.upstream
 def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_rounding_error():
     def loss_at(w):
         return (w * 3) ** 2
@@ -120,6 +121,7 @@ def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances(
     assert gradcheck(lambda w, x: (w * x) ** 2, 2.0, 3.0).ok
 
 
+@pytest.mark.upstream
 def test_01_pytorch_fills_grad_for_leaves_only_unless_retain_grad():
     torch = pytest.importorskip("torch")
 
@@ -177,7 +179,14 @@ def test_01_what_an_engine_keeps_for_backward_local_derivatives_here_inputs_in_a
     assert all(not isinstance(v, np.ndarray) or v.size <= X.size for v in saved.values())
     jacobian_entries = Y.data.size * X.size  # dY/dX, every output entry against every input entry
     assert jacobian_entries == 8 * 12 and jacobian_entries == X.size * Y.data.size > 4 * X.size
+
+
+@pytest.mark.upstream
+def test_01_pytorch_s_matrix_product_also_keeps_its_inputs_for_backward():
+    import numpy as np
+
     torch = pytest.importorskip("torch")
+    X, W = np.arange(12.0).reshape(4, 3), np.ones((3, 2))
     a = torch.tensor(X, requires_grad=True)
     b = torch.tensor(W, requires_grad=True)
     out = a @ b

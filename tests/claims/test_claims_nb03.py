@@ -214,13 +214,18 @@ def test_03_the_learner_s_cross_entropy_reference_agrees_with_finite_differences
         np.testing.assert_allclose(grad, zt.grad.numpy(), rtol=1e-10, atol=1e-15)
 
 
-def test_03_the_naive_forward_overflows_and_the_log_of_P_underflows_where_log_sum_exp_does_not():
+@pytest.mark.upstream
+def test_03_the_naive_forward_overflows_and_the_log_of_P_underflows():
     big, t = np.array([[1000.0, 999.0, 0.0], [0.0, 800.0, 0.0]]), np.array([1, 0])
     with np.errstate(all="ignore"):
         assert np.exp(1000.0) == np.inf and np.exp(-800.0) == 0.0
         naive = -np.log((np.exp(big) / np.exp(big).sum(axis=1, keepdims=True))[[0, 1], t])
     assert np.isnan(naive[0]) and naive[1] == np.inf
     assert f"{np.log(np.finfo(np.float64).max):.1f}" == "709.8" and f"{np.finfo(np.float64).max:.1e}" == "1.8e+308"
+
+
+def test_03_the_engine_s_log_sum_exp_cross_entropy_stays_finite_where_the_naive_forward_does_not():
+    big, t = np.array([[1000.0, 999.0, 0.0], [0.0, 800.0, 0.0]]), np.array([1, 0])
     stable = F.cross_entropy(Tensor(big), t, reduction="none").data
     assert [f"{v:.4f}" for v in stable] == ["1.3133", "800.0000"]
     np.testing.assert_allclose(stable, [np.logaddexp.reduce([1.0, 0.0, -999.0]), 800.0], rtol=1e-12)
@@ -285,6 +290,7 @@ def test_03_the_timing_cell_prints_the_counted_ratios_not_literals(stored_output
     assert "counted backward/forward = 2.001" in printed and "counted backward/forward = 1.001" in printed
 
 
+@pytest.mark.upstream
 def test_03_float32_finite_differences_are_garbage_at_small_h_and_float64_ones_are_not():
     def rel(a, n):
         return abs(a - n) / max(abs(a), abs(n))
@@ -300,12 +306,17 @@ def test_03_float32_finite_differences_are_garbage_at_small_h_and_float64_ones_a
     assert abs(1e-6 * 3 * 0.7 - 1e-6 * in64) == pytest.approx(6.3e-7, rel=0.01)  # "off by only 6e-07"
 
 
-def test_03_relu_at_its_kink_fails_the_gradient_check_though_its_backward_is_right_and_torch_agrees():
+def test_03_relu_at_its_kink_fails_the_gradient_check_though_its_backward_is_right():
     x = np.array([-0.5, 0.0, 1e-7, 0.8])
     report = gradcheck(lambda t: t.relu().sum(), x)
     assert not report.ok
     np.testing.assert_allclose(report.rows[0].numeric, [0.0, 0.5, 0.55, 1.0], atol=1e-9)
     np.testing.assert_array_equal(report.rows[0].analytic, [0.0, 0.0, 1.0, 1.0])
+
+
+@pytest.mark.upstream
+def test_03_torch_s_relu_also_takes_slope_0_at_its_kink_and_its_gradcheck_warns_below_double_precision():
+    x = np.array([-0.5, 0.0, 1e-7, 0.8])
     torch = pytest.importorskip("torch")
     xt = torch.tensor(x, requires_grad=True)
     xt.relu().sum().backward()
@@ -338,6 +349,7 @@ def test_03_gradcheck_passes_a_wrong_derivative_of_a_tiny_function_and_refuses_i
     assert 3 * 0.7 * 1e-9 < 1e-8 and abs(3 * 0.7 - 3 * 0.49) / (3 * 0.7) > 0.29   # wholly wrong, yet under the 1e-8
 
 
+@pytest.mark.upstream
 def test_03_exp_overflows_near_88_7_in_float32_and_near_11_in_float16():
     with np.errstate(over="ignore"):
         assert np.isfinite(np.exp(np.float32(88.7))) and np.isinf(np.exp(np.float32(88.8)))

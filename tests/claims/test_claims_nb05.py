@@ -67,6 +67,7 @@ def _attention_numpy(S, allowed):
     return out
 
 
+@pytest.mark.upstream
 def test_05_adding_minus_infinity_is_fine_unless_a_whole_row_is_masked():
     rng = np.random.default_rng(5)
     S = rng.standard_normal((4, 4))
@@ -81,8 +82,13 @@ def test_05_adding_minus_infinity_is_fine_unless_a_whole_row_is_masked():
         naive /= naive.sum(axis=1, keepdims=True)
     assert np.isnan(naive[2]).all() and not np.isnan(naive[[0, 1, 3]]).any()
     assert np.allclose(naive[[0, 1, 3]], _attention_numpy(S, allowed)[[0, 1, 3]])
-    # haaw's masked attention: row 2 gives output 0 and no NaN anywhere in the gradient
 
+
+def test_05_haaw_s_masked_attention_gives_a_fully_masked_row_output_0_and_no_nan_in_the_gradient():
+    rng = np.random.default_rng(5)
+    rng.standard_normal((4, 4))  # the scores of the claim above: the same draws follow them
+    allowed = np.tril(np.ones((4, 4), dtype=bool))
+    allowed[2] = False
     X = Tensor(rng.standard_normal((4, 6)), requires_grad=True)
     W = [Tensor(rng.standard_normal((6, 6))) for _ in range(3)]
     out = F.scaled_dot_product_attention(X @ W[0], X @ W[1], X @ W[2], attn_mask=allowed)
@@ -274,6 +280,7 @@ def test_05_a_key_padding_mask_alone_leaves_every_query_a_key_but_with_a_causal_
         assert list(empty) == list(range(first_real))  # left padding empties the rows before the first real token
 
 
+@pytest.mark.upstream
 def test_05_a_finite_minimum_keeps_masked_weights_at_0_and_turns_a_fully_masked_row_uniform():
     rng = np.random.default_rng(6)
     S, V = rng.standard_normal((4, 4)), rng.standard_normal((4, 3))
@@ -376,7 +383,11 @@ def test_05_dropout_s_backward_needs_the_forward_s_mask():
     assert not np.allclose(G * again / (1 - p), fd, rtol=1e-7, atol=1e-9)
     ones = np.ones(1_000_000)
     assert f"{np.mean(ones * mask_of(np.random.default_rng(0), ones.shape, p) / (1 - p)):.3f}" == "1.000"
-    torch = pytest.importorskip("torch")  # PyTorch's checkpointing restores the RNG state: the same mask again
+
+
+@pytest.mark.upstream
+def test_05_pytorch_s_checkpointing_restores_the_rng_state_so_dropout_draws_the_same_mask_again():
+    torch = pytest.importorskip("torch")
     from torch.utils.checkpoint import checkpoint
 
     def grads(use_checkpoint):
@@ -461,6 +472,7 @@ def test_05_the_block_s_training_run_fits_one_batch_a_block_that_cannot_look_bac
     assert causal < 0.5 and self_only < 0.5 and 0.5 < self_only / causal < 2
 
 
+@pytest.mark.upstream
 def test_05_in_fp16_the_minimum_plus_a_score_below_about_minus_16_overflows_and_bf16_needs_two_minimums():
     import ml_dtypes
 

@@ -132,6 +132,7 @@ def _runs():
     }
 
 
+@pytest.mark.upstream
 def test_07_fp16_and_bf16_limits_and_a_small_update_that_both_round_away():
     assert float(np.finfo(np.float16).max) == 65504
     with np.errstate(over="ignore"):
@@ -271,6 +272,7 @@ def test_07_the_table_the_notebook_prints_is_what_an_independent_run_gives():
         assert skipped == r["skipped"]
 
 
+@pytest.mark.upstream
 def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pass_gives_nan():
     assert np.isfinite(np.float16(3.0))  # unscaled, the large entry fits in fp16: the scale overflows it
     scaled = np.array([3.0, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)
@@ -282,7 +284,13 @@ def test_07_one_overflowing_gradient_entry_becomes_inf_then_the_next_forward_pas
     assert np.isneginf(weights[0]) and np.all(np.isfinite(weights[1:]))
     with np.errstate(invalid="ignore"):  # −inf + inf: the nan this test is about
         assert np.isneginf(outputs[0]) and np.isposinf(outputs[1]) and np.isnan(outputs.mean())
+
+
+def test_07_the_static_scaler_reports_the_entry_that_overflowed():
+    with np.errstate(over="ignore"):
+        in_fp16 = (np.array([3.0, 2e-4, 3e-4], dtype=np.float32) * np.float32(2.0**16)).astype(np.float16)
     assert StaticLossScaler(2.0**16).unscale([in_fp16])[1]
+    assert not StaticLossScaler(2.0**16).unscale([in_fp16[1:]])[1]
 
 
 def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_than_a_real_batch_s():
@@ -311,6 +319,7 @@ def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_t
     assert 2**17 // 128 == 2**10
 
 
+@pytest.mark.upstream
 def test_07_powers_of_two_lose_digits_at_fp16_s_edges():
     v = np.float32(1.2345e-7)
     assert np.float32(np.float16(v)) != v and abs(float(np.float16(v)) - 1.19209e-7) < 1e-11
@@ -319,6 +328,7 @@ def test_07_powers_of_two_lose_digits_at_fp16_s_edges():
         assert np.isfinite(np.float16(40000.0)) and np.isinf(np.float16(40000.0) * np.float16(2.0))
 
 
+@pytest.mark.upstream
 def test_07_what_autocast_keeps_in_fp32_breaks_in_fp16():
     with np.errstate(over="ignore", invalid="ignore"):
         assert np.isinf(np.exp(np.float16(12.0))) and np.isfinite(np.exp(np.float16(11.0)))
@@ -334,6 +344,7 @@ def test_07_what_autocast_keeps_in_fp32_breaks_in_fp16():
         assert np.isinf(np.mean(f * f)) and np.mean(f.astype(np.float64) ** 2) == 76250.0
 
 
+@pytest.mark.upstream
 def test_07_a_forward_activation_of_65536_overflows_fp16_not_bf16():
     with np.errstate(over="ignore"):
         assert 256 * 16.0 * 16.0 == 65536.0 and np.isinf(np.float16(65536.0))
@@ -359,6 +370,7 @@ def test_07_a_scaler_growing_every_4_steps_skips_every_fifth_step_from_88():
     assert 16 + 88 // 4 == 38 and len(range(88, 200, 5)) == 23
 
 
+@pytest.mark.upstream
 def test_07_a_long_sum_stalls_at_256_in_bf16():
     b = ml_dtypes.bfloat16
     assert float(np.array(256.0, dtype=b) + np.array(1.0, dtype=b)) == 256.0
@@ -410,6 +422,7 @@ def test_07_the_watched_run_reaches_92_percent_of_fp32_s_drop_skipping_one_step_
     assert round((200 - 88) / 23) == 4 + 1
 
 
+@pytest.mark.upstream
 def test_07_a_sequential_fp16_sum_stalls_at_2048_on_a_tie_rounded_to_even_a_pairwise_sum_does_not():
     """Cells 55-56: 'at least twice': 2048 + 1 is a tie and rounds to even; np.sum reaches 10000."""
     ones = np.ones(10_000, dtype=np.float16)
@@ -418,6 +431,7 @@ def test_07_a_sequential_fp16_sum_stalls_at_2048_on_a_tie_rounded_to_even_a_pair
     assert float(np.float16(2050) + np.float16(1)) == 2052.0  # halfway again: to even, which is up here
 
 
+@pytest.mark.upstream
 def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_norm_and_sum_keep_their_input_s_dtype():
     """Cell 54: on the CPU, softmax, layer norm and sums run in the dtype that reaches them (bf16 after a matrix
     product, fp32 on fp32); the cross-entropy loss is cast to fp32."""
@@ -434,6 +448,7 @@ def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_n
             assert out.dtype == torch.float32       # an fp32 input stays fp32: not cast down, not on a list
 
 
+@pytest.mark.upstream
 def test_07_grad_scaler_refuses_a_second_unscale_before_update():
     """Cell 60: a second scaler.unscale_(optimizer) before scaler.update() raises a RuntimeError."""
     torch = pytest.importorskip("torch")
