@@ -1,13 +1,13 @@
 """The explorers' callbacks, run without a browser: moving a slider changes what is shown."""
-import matplotlib
 import numpy as np
 import pytest
 
-from haaw import Value
-from haaw.course.explorers import backward_stepper, tangent_explorer
-
-matplotlib.use("Agg")
+matplotlib = pytest.importorskip("matplotlib")  # the course extra: without it the file is skipped, not an error
 pytest.importorskip("ipywidgets")
+matplotlib.use("Agg")
+
+from haaw import Value  # noqa: E402
+from haaw.course.explorers import backward_stepper, tangent_explorer  # noqa: E402
 
 
 def find(widget, kind):
