@@ -9,6 +9,11 @@
   build, the larger case (Binder runs the course without PyTorch): where the installed torch is a GPU
   build (PyPI's default Linux wheel, whose CUDA libraries add about 400 MiB to every kernel that imports
   torch), the peaks are still listed but the budget is not enforced, and the run says why.
+- A learner runs cells again: after nbval has run a notebook's last cell, every code cell it ran is run once
+  more in the same kernel, from the last up to the first, and none may raise. Run that way, each cell meets
+  what the cells below it leave behind, as when a learner who has run the whole notebook scrolls up and runs
+  one cell again. This is one more test per notebook, ``notebooks/NN_name.ipynb::every cell again, last
+  first``, which names the cell that failed.
 - The notebooks run in a kernel of the Python that runs pytest (nbval's ``--nbval-current-env``).
 
 It imports nothing beyond the standard library and pytest, so a test file runs without nbval installed.
@@ -24,6 +29,7 @@ import pytest
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes seconds, or runs kernels, notebooks or other processes")
     if hasattr(config.option, "nbval_current_env"):  # nbval is installed
         config.option.nbval_current_env = True
 
@@ -109,16 +115,55 @@ class KernelMemory:
 MEMORY = KernelMemory()
 
 
+def _torch_cell(cell) -> bool:
+    return "torch" in cell.get("metadata", {}).get("tags", [])
+
+
+class RunAgain(pytest.Item):
+    """Every code cell of the notebook once more, last first, in the kernel nbval ran it in."""
+
+    def __init__(self, *, cells, **kwargs):
+        super().__init__(**kwargs)
+        self.cells = cells  # nbval's cell items, in notebook order
+        self.add_marker(pytest.mark.slow)
+
+    def runtest(self):
+        kernel = self.parent.kernel
+        if kernel is None or not kernel.is_alive():
+            raise AssertionError(f"{self.path.name}: no kernel to run the cells again in (its first run failed?)")
+        timeout = self.config.option.nbval_cell_timeout
+        for item in reversed(self.cells):
+            if item.options.get("skip") or (TORCH_MISSING and _torch_cell(item.cell)):
+                continue
+            msg_id = kernel.execute_cell_input(item.cell.source, allow_stdin=False)
+            while True:
+                reply = kernel.get_message(stream="shell", timeout=timeout)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    break
+            kernel.await_idle(msg_id, timeout)
+            content = reply["content"]
+            if content["status"] == "error":
+                trace = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(content.get("traceback", [])))
+                index = next(i for i, cell in enumerate(self.parent.nb.cells) if cell is item.cell)
+                pytest.fail(f"{self.path.name}, cell {index} ({item.cell.get('id')}), run again after the whole "
+                            f"notebook and the cells below it:\n{item.cell.source[:300]}\n{trace[-1500:]}", pytrace=False)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
 def pytest_collection_modifyitems(items):
-    last = {}
+    cells = {}
     for item in items:
         cell = getattr(item, "cell", None)
         if cell is not None:
-            last[item.path] = item
-            if TORCH_MISSING and "torch" in cell.get("metadata", {}).get("tags", []):
+            cells.setdefault(item.parent, []).append(item)
+            if TORCH_MISSING and _torch_cell(cell):
                 item.add_marker(pytest.mark.skip(reason="PyTorch is not installed: torch cross-check cell skipped"))
-    for item in last.values():
-        item.haaw_last_cell = True
+    for notebook, its_cells in cells.items():
+        its_cells[-1].haaw_last_cell = True
+        again = RunAgain.from_parent(notebook, name="every cell again, last first", cells=its_cells)
+        items.insert(items.index(its_cells[-1]) + 1, again)
 
 
 @pytest.hookimpl(wrapper=True)
