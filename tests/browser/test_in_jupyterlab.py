@@ -12,8 +12,9 @@ see-through figure would vanish). Then it closes the tab and its kernel. Each no
 dark-theme screenshot goes to ``$HAAW_SCREENSHOTS`` (default: a temporary folder); with that
 variable set, so do screenshots of its light view and of every explorer once moved.
 
-It needs Debian's ``chromium`` and the ``playwright`` package (never ``playwright install``);
-without them it skips, except in CI (``CI`` set), where a skip would hide a missing install.
+It needs JupyterLab and nbformat (the course extra), Debian's ``chromium`` and the ``playwright`` package
+(never ``playwright install``); without them it skips, except in CI (``CI`` set), where a skip would hide
+a missing install.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from importlib.util import find_spec
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from haaw.course.editions import EXERCISE, student_notebook
@@ -102,6 +103,9 @@ def first_exercise(nb) -> str:
 
 
 def _missing() -> str | None:
+    for package in ("nbformat", "jupyterlab"):  # the course extra
+        if find_spec(package) is None:
+            return f"the {package} package is not installed (pip install {package})"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -119,6 +123,8 @@ def lab(tmp_path_factory):
         pytest.fail(f"browser test cannot run in CI: {missing}; .ci/run should have installed it")
     if missing:
         pytest.skip(f"browser test skipped: {missing}")
+    import nbformat
+
     served = tmp_path_factory.mktemp("lab")
     (served / "notebooks").mkdir()
     for path in NOTEBOOKS:  # the student edition, without any stored output: all that is seen comes from this run
