@@ -2,7 +2,6 @@
 import re
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
@@ -154,6 +153,7 @@ LISTINGS = {"08-bug-a": "def loss_a(", "08-bug-b": "def loss_b(", "08-bug-c": "d
 
 def _listing(key):
     """The notebook's own cell for exercise ``key``: (its numbered lines {number: code}, the function it defines)."""
+    nbformat = pytest.importorskip("nbformat")
     source = next(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells
                   if c.cell_type == "code" and c.source.startswith(LISTINGS[key]))
     numbered = {}

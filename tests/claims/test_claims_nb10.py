@@ -4,7 +4,6 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
@@ -339,6 +338,7 @@ def test_10_the_schedule_warms_up_linearly_then_decays_along_half_a_cosine(store
     for s in range(10, 40):   # the cosine written out again: from 0.03 at step 10 to 0 at step 40
         assert control.learning_rate(s) == warm.learning_rate(s) == pytest.approx(
             0.015 * (1 + np.cos(np.pi * (s - 10) / 30)), rel=1e-12, abs=1e-15)
+    nbformat = pytest.importorskip("nbformat")
     (path,) = (Path(__file__).resolve().parents[2] / "notebooks").glob("10_*.ipynb")
     cell = next(c for c in nbformat.read(path, as_version=4).cells if "for warm in (1, 10):" in c.source)
     assert "decay_from=10" in cell.source   # the notebook's control is this one
