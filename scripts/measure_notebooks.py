@@ -242,27 +242,45 @@ def main(argv=None) -> int:
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     measured = {}
     if args.reuse:
-        stored = json.loads((ROOT / "docs" / "notebook-measurements.json").read_text())
-        measured = {path.name: stored[path.name] for path in notebooks}
+        measured = stored_measurements(notebooks)
     for path in [] if args.reuse else notebooks:
         measured[path.name] = measure(path)
         print(f"{path.name}: {measured[path.name]['seconds']} s, {measured[path.name]['peak MiB']} MiB", flush=True)
     if args.no_write:
         return 0
+    machine = _stored_machine() if args.reuse else (
+        f"Measured with `python scripts/measure_notebooks.py` on a {os.cpu_count()}-core {platform.machine()} "
+        f"machine, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}: each notebook in a "
+        "fresh kernel, kernel start included.")
+    for path, text in generated_files(notebooks, measured, machine).items():
+        path.write_text(text)
+    (ROOT / "docs" / "notebook-measurements.json").write_text(json.dumps(measured, indent=1) + "\n")
+    print(f"rewrote the generated part of {GUIDE.relative_to(ROOT)} and {SECTIONS.relative_to(ROOT)}")
+    return 0
+
+
+def _stored_machine() -> str:
+    """The sentence that says where the stored measurements were taken, as the guide has it."""
+    generated = GUIDE.read_text().split(START, 1)[1]
+    return generated.lstrip("\n").split("\n", 1)[0]
+
+
+def stored_measurements(notebooks: list[Path]) -> dict:
+    stored = json.loads((ROOT / "docs" / "notebook-measurements.json").read_text())
+    return {path.name: stored[path.name] for path in notebooks if path.name in stored}
+
+
+def generated_files(notebooks: list[Path], measured: dict, machine: str | None = None) -> dict[Path, str]:
+    """{file: its text} for the instructor guide and docs/sections.md, from the notebooks as they are and the given
+    measurements (the stored ones, and the stored machine sentence, unless given)."""
+    machine = machine or _stored_machine()
     table = ["| notebook | run time (s) | peak memory (MiB) |", "|---|---|---|"]
     table += [f"| {name[:2]} | {m['seconds']:g} | {m['peak MiB']} |" for name, m in measured.items()]
-    machine = (f"Measured with `python scripts/measure_notebooks.py` on a {os.cpu_count()}-core {platform.machine()} "
-               f"machine, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}: each notebook in a "
-               "fresh kernel, kernel start included.")
     generated = "\n\n".join([machine, "\n".join(table)] + [section(p, measured[p.name]) for p in notebooks])
-    text = GUIDE.read_text()
-    before, rest = text.split(START, 1)
+    before, rest = GUIDE.read_text().split(START, 1)
     _, after = rest.split(END, 1)
-    GUIDE.write_text(f"{before}{START}\n{generated}\n{END}{after}")
-    SECTIONS.write_text(sections_page(notebooks, measured, machine) + "\n")
-    (ROOT / "docs" / "notebook-measurements.json").write_text(json.dumps(measured, indent=1) + "\n")
-    print(f"rewrote the generated part of {GUIDE.relative_to(ROOT)}")
-    return 0
+    return {GUIDE: f"{before}{START}\n{generated}\n{END}{after}",
+            SECTIONS: sections_page(notebooks, measured, machine) + "\n"}
 
 
 if __name__ == "__main__":

@@ -67,23 +67,6 @@ def test_the_instructor_guide_covers_every_notebook_with_measured_times():
         assert plan in guide
 
 
-def test_the_minutes_per_section_are_counted_from_the_notebooks_as_they_are():
-    """docs/sections.md, rewritten from the notebooks and the stored run times, is the page as committed: a
-    section added, an exercise moved or a paragraph rewritten without rerunning the script fails here."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("measure_notebooks", ROOT / "scripts" / "measure_notebooks.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    page = (ROOT / "docs" / "sections.md").read_text()
-    stored = json.loads((ROOT / "docs" / "notebook-measurements.json").read_text())
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    machine = page.split("measurements). ", 1)[1].split("\n", 1)[0]
-    assert script.sections_page(notebooks, stored, machine) + "\n" == page
-    for plan in script.PLANS:
-        assert f"**{plan}**, about " in page
-
-
 def test_a_binder_session_runs_the_student_edition_with_solutions_off(tmp_path):
     import json
     import os
@@ -138,12 +121,11 @@ def test_the_licences_are_in_place_and_named_in_the_package():
     assert "cff-version: 1.2.0" in citation and f'version: "{project["version"]}"' in citation
 
 
-def test_the_answer_key_is_written_from_the_exercises_and_complete():
+def test_the_answer_key_is_complete():
     from haaw.course.answer_key import render
     from haaw.course.exercises import REGISTRY
 
-    key = (ROOT / "docs/answer-key.md").read_text()
-    assert key == render(), "run: python -m haaw.course.answer_key docs/answer-key.md"
+    key = render()  # that the committed key is this text: tests/repo/test_derived.py
     for name, ex in REGISTRY.items():
         assert f"### `{name}`" in key
         if hasattr(ex, "reference"):
