@@ -3,7 +3,6 @@ on the page, no answer is printed before it is asked, and the learner's own code
 import re
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
@@ -75,6 +74,7 @@ def prose(cell) -> str:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
 def test_every_figure_in_the_prose_is_shown_by_a_cell(path):
+    nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     pool = cell_numbers(nb)
     allowed = STATED.get(path.name[:2], {})
@@ -103,6 +103,7 @@ def squash(text: str) -> str:
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])
 def test_every_exercise_asks_its_question_on_the_page_and_is_stored_untouched(path):
+    nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     found = list(check_cells(nb))
     assert any(isinstance(REGISTRY[k], CodeExercise) for _, k in found), "at least one code exercise"
@@ -127,6 +128,7 @@ def answer_forms(ex) -> list:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
 def test_no_answer_is_printed_before_its_question(path):
+    nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     for i, key in check_cells(nb):
         ex = REGISTRY[key]
@@ -149,6 +151,7 @@ def test_every_documented_form_of_an_answer_is_accepted(key):
 
 @pytest.mark.parametrize("number", ["01", "02", "03", "05", "09", "10"])
 def test_these_notebooks_run_a_later_cell_on_the_learner_s_own_code(number):
+    nbformat = pytest.importorskip("nbformat")
     path = next(p for p in NOTEBOOKS if p.name.startswith(number))
     nb = nbformat.read(path, as_version=4)
     assert any(c.cell_type == "code" and re.search(r"\b(yours|pick)\(", c.source) for c in nb.cells)

@@ -4,7 +4,6 @@ import math
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from haaw.course.exercises import REGISTRY, NumberExercise
@@ -24,6 +23,7 @@ def test_the_course_has_its_setup_check_then_its_first_notebooks_in_order():
 
 
 def test_the_setup_check_says_ok_or_what_to_fix_on_every_line():
+    nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(NOTEBOOKS[0], as_version=4)
     printed = "".join(o.get("text", "") for c in code_cells(nb) for o in c.outputs if o.output_type == "stream")
     lines = [line for line in printed.splitlines() if line.strip()]
@@ -34,6 +34,7 @@ def test_the_setup_check_says_ok_or_what_to_fix_on_every_line():
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_each_notebook_is_a_complete_lesson(path):
+    nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     text = "\n".join(c.source for c in nb.cells)
     assert "**You will learn**" in nb.cells[0].source
@@ -49,6 +50,7 @@ def test_each_notebook_is_a_complete_lesson(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_each_notebook_is_stored_executed_in_order_without_errors(path):
+    nbformat = pytest.importorskip("nbformat")
     cells = code_cells(nbformat.read(path, as_version=4))
     counts = [c.execution_count for c in cells]
     assert counts == list(range(1, len(cells) + 1))
@@ -62,6 +64,7 @@ def test_each_notebook_is_stored_executed_in_order_without_errors(path):
 def test_the_student_edition_is_the_notebook_with_solutions_off_and_exercise_outputs_cleared(path):
     """What the editions command writes. The browser test runs this edition, without PyTorch, and checks that
     every cross-check says it was skipped, every exercise that it was not attempted, and a solution is refused."""
+    nbformat = pytest.importorskip("nbformat")
     original = nbformat.read(path, as_version=4)
     nb = student_notebook(nbformat.read(path, as_version=4))
     first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
@@ -145,6 +148,7 @@ def _gives_away(cell, answer):
 def test_every_figure_is_stored_with_its_description_in_words(path):
     """show_figure's two copies of the description: the figure's text/plain, and the caption printed under it,
     which a screen reader reads. A figure shown with plt.show() has "<Figure size …>" and no caption."""
+    nbformat = pytest.importorskip("nbformat")
     for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
         outputs = cell.get("outputs", [])
         for k, out in enumerate(outputs):
@@ -159,6 +163,7 @@ def test_every_figure_is_stored_with_its_description_in_words(path):
 
 def test_the_setup_check_names_what_is_missing_and_how_to_fix_it(monkeypatch, capsys):
     """The stored run says ok everywhere; here a package is missing, as on a learner's half-installed machine."""
+    nbformat = pytest.importorskip("nbformat")
     import importlib.util
 
     cells = [c.source for c in code_cells(nbformat.read(NOTEBOOKS[0], as_version=4))]

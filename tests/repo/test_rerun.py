@@ -5,7 +5,6 @@ kernel."""
 import ast
 from pathlib import Path
 
-import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +15,7 @@ pytest_plugins = ["pytester"]
 def test_a_cell_that_fails_when_run_again_after_the_notebook_is_named(pytester, monkeypatch):
     """A later cell rebinds X from a list to an array: the whole notebook passes under nbval, and running the
     cells again, last first, fails at cell 1 (the second code cell), named with its source."""
+    nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbval")
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests" / "plugins"))
     out = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in ("1\n", "3.0\n")]
@@ -81,6 +81,7 @@ def names_of(source: str):
 
 
 def rebound_names(path: Path) -> list[str]:
+    nbformat = pytest.importorskip("nbformat")
     cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
     found = [names_of(c.source) for c in cells]
     problems = []
@@ -99,6 +100,7 @@ def test_no_cell_rebinds_a_name_another_cell_reads(path):
 
 
 def test_the_rebinding_check_names_the_name_and_the_cells(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import numpy as np\nfrom numpy import pi\nX = [1.0, 2.0]"),
         nbformat.v4.new_code_cell("print(X.count(1.0))\nfig = 1\nprint(fig)"),
