@@ -45,6 +45,7 @@ def test_quick_run_compares_with_micrograd_with_the_collector_on_and_off(quick_o
 def test_tensor_benchmark_runs_all_engines_on_the_same_problem(capsys, monkeypatch):
     """benchmarks/mlp_step.py --quick: both dtypes, and the engines agree on the first loss (it
     raises otherwise). No timing is asserted."""
+    pytest.importorskip("threadpoolctl")  # the benchmark pins NumPy's BLAS threads with it (the test extra)
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("mlp_step", SCRIPT.parent / "mlp_step.py")
     module = importlib.util.module_from_spec(spec)

@@ -52,6 +52,7 @@ def test_each_profile_keeps_numpy_to_its_own_instruction_sets():
 
 
 def test_an_output_that_prints_last_bits_fails_under_another_profile_and_a_verdict_does_not(pytester, monkeypatch):
+    pytest.importorskip("nbval")  # the test extra: it runs the planted notebook
     if "avx2" not in profiles.cpu_flags():
         pytest.skip("this CPU's own kernels are the generic ones: no other profile to compare with")
     # another profile than the one this run is under (the whole suite may itself run under the generic one)

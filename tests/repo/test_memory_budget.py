@@ -23,6 +23,7 @@ def notebook(*sources):
 def run_big_notebook(pytester, monkeypatch, build: str):
     """A notebook that holds 100 MiB, under a 130 MiB limit, with the plugin (as the run's conftest.py) seeing the
     given torch build. It runs in this process: a new one would import pytest and its plugins again (3 s of CPU)."""
+    pytest.importorskip("nbval")  # the test extra: it runs the notebook
     conftest = PLUGIN.read_text() + f"\ntorch_build = lambda: {build!r}\n"
     (pytester.path / "conftest.py").write_text(conftest)
     (pytester.path / "big.ipynb").write_text(notebook(
