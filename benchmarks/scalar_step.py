@@ -14,7 +14,6 @@ import argparse
 import gc
 import platform
 import statistics
-import sys
 import time
 
 import numpy as np

@@ -171,7 +171,7 @@ def test_optimizers_keep_per_parameter_state_as_pytorch(pattern, which, seed):
     theirs = [as_torch(s) for s in starts]
     opt = Adam(ours, lr=0.05) if which == "adam" else SGD(ours, lr=0.05, momentum=0.9)
     topt = torch.optim.Adam(theirs, lr=0.05) if which == "adam" else torch.optim.SGD(theirs, lr=0.05, momentum=0.9)
-    for step, gets in enumerate(pattern):
+    for gets in pattern:
         for o, t, g in zip(ours, theirs, gets):
             grad = rng.standard_normal(2)
             o.grad = grad.copy() if g else None

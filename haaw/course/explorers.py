@@ -133,7 +133,6 @@ def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
 def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
     """Depth, initialisation scale and the residual / LayerNorm switches: the gradient per layer."""
     import ipywidgets as widgets
-    import numpy as np
 
     from .nb04 import deep_stack_grad_norms
     from .plots import plot_gradient_norms

@@ -203,11 +203,11 @@ def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), sc
     rows = {r["format"]: r for r in format_table()}
     for name, colour in zip(formats, [P[3], P[0], P[2]]):
         r = rows[name]
-        for key, style in (("smallest subnormal", ":"), ("smallest normal", "--"), ("max", "-")):
+        for key, line in (("smallest subnormal", ":"), ("smallest normal", "--"), ("max", "-")):
             e = float(np.log2(r[key]))  # the largest is no power of two (fp16's is 65504): say the number
             label = f"{name} largest: {r[key]:.6g}" if key == "max" else f"{name} {key}: 2^{e:.0f}"
             if low <= e <= high:
-                ax.axvline(e, color=colour, ls=style, lw=1.5, label=label)
+                ax.axvline(e, color=colour, ls=line, lw=1.5, label=label)
             else:  # keep it in the legend, say where it is
                 ax.plot([], [], color=colour, ls=style, label=label + " (off the chart)")
     ax.set(xlabel=f"log₂ |gradient{' × ' + format(scale, 'g') if scale != 1 else ''}|", ylabel="count",

@@ -3,10 +3,14 @@ wrong in the learner's terms: a shape, an axis, a permutation, a version changed
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import dtypes
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 
 def versions_unchanged(node) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class Slot:
 SLOTS: dict[str, Slot] = {}  # every slot, declared once, beside the engine code that consults it
 # The functions in use: slot name -> (your function, its adapted form). A context variable, so a block open
 # in one context (a running cell) does not reach code running in another (an explorer's callback).
-_in_use: ContextVar[dict] = ContextVar("haaw_slots_in_use", default={})
+_in_use: ContextVar[Mapping] = ContextVar("haaw_slots_in_use", default=MappingProxyType({}))  # never changed in place
 
 
 def slot(name: str, signature: str, adapter: Callable = lambda fn: fn) -> None:

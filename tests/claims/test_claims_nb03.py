@@ -326,7 +326,7 @@ def test_03_torch_s_relu_also_takes_slope_0_at_its_kink_and_its_gradcheck_warns_
 
 
 def test_03_gradcheck_passes_a_wrong_derivative_of_a_tiny_function_and_refuses_it_at_ordinary_size():
-    from haaw import Function, Tensor
+    from haaw import Function
 
     def cube_with_3x_for_3x2(scale):
         class WrongCube(Function):

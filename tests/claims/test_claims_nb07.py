@@ -303,7 +303,8 @@ def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_t
         z = h @ W + b
         h = np.tanh(z) if k < len(layers) - 1 else z
         acts.append(h)
-    p = np.exp(h - h.max(axis=1, keepdims=True)); p /= p.sum(axis=1, keepdims=True)
+    p = np.exp(h - h.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
     d = (p - np.eye(p.shape[1])[labels]) / 2**17
     for k in range(len(layers) - 1, -1, -1):
         W, b = layers[k]

@@ -158,7 +158,7 @@ def test_10_the_held_out_loss_turns_and_climbs_while_the_training_loss_falls(sto
     """Memorisation, read from the stored run: the held-out loss has its lowest point inside the run, ends more
     than 0.2 above it, while the training loss ends far below both."""
     printed = stored_output("10", "adam_losses, held_losses = train(")
-    held = [(int(s), float(l)) for s, l in re.findall(r"(\d+): ([\d.]+)", printed.split("held-out loss at step")[1])]
+    held = [(int(s), float(loss)) for s, loss in re.findall(r"(\d+): ([\d.]+)", printed.split("held-out loss at step")[1])]
     assert [s for s, _ in held] == list(range(0, 301, 25))
     assert held[0][1] == pytest.approx(np.log(31), abs=0.1)
     best_step, best = min(held, key=lambda pair: pair[1])

@@ -1,8 +1,6 @@
 """The scalar engine: every operator against hand-derived numbers, finite differences and torch."""
 import gc
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest

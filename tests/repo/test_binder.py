@@ -68,7 +68,6 @@ def test_the_instructor_guide_covers_every_notebook_with_measured_times():
 
 
 def test_a_binder_session_runs_the_student_edition_with_solutions_off(tmp_path):
-    import json
     import os
     import shutil
     import subprocess

@@ -103,7 +103,7 @@ def assert_tidy(drawing):
         if path.get("marker-end") is None:
             continue  # the arrowhead itself
         for x, y in path_points(path.get("d")):
-            assert not any(l + 1 < x < r - 1 and t + 1 < y < b - 1 for l, t, r, b in rects), (x, y)
+            assert not any(left + 1 < x < r - 1 and t + 1 < y < b - 1 for left, t, r, b in rects), (x, y)
             assert not any(math.hypot(x - cx, y - cy) < r - 1 for cx, cy, r in circles), (x, y)
 
 

@@ -86,7 +86,7 @@ def update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, gr
 
 def _run_scaler(fn, pattern):
     scale, good, scales = pattern["init_scale"], 0, []
-    for step, found_inf in enumerate(pattern["found_inf"]):
+    for found_inf in pattern["found_inf"]:
         result = fn(scale, good, found_inf, pattern["growth_factor"], pattern["backoff_factor"], pattern["growth_interval"])
         if not (isinstance(result, tuple) and len(result) == 2):
             raise LearnerError(f"return two numbers, (new scale, new count of clean steps); got {result!r:.50}")
