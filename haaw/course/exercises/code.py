@@ -14,13 +14,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
-import ctypes
 import inspect
 import linecache
-import os
-import sys
 import textwrap
-import threading
 import traceback
 from dataclasses import dataclass, field
 from html import escape
@@ -31,6 +27,7 @@ import numpy as np
 
 from ...engine.graph import is_node
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback
+from .watchdog import TimeLimit, TooSlow
 
 TIME_LIMIT = 5.0  # seconds for all the cases of one check; past it the code is called too slow
 _HAAW = str(Path(__file__).resolve().parents[2])  # frames inside haaw are not the learner's
@@ -126,96 +123,9 @@ def passed(key: str, fn=None) -> bool:
 
 
 # --- running learner code safely ------------------------------------------------------------------
-class _TooSlow(BaseException):
-    """Raised by the time limit; a BaseException, so that a learner's ``except Exception`` cannot swallow it."""
-
-
-_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc  # (thread id, exception class or None) -> threads hit
-
-
-class _TimeLimit:
-    """``with limit:`` raises ``limit.expired`` (a ``_TooSlow``) in this thread once ``seconds`` have passed.
-
-    A watchdog thread raises it inside the thread running the block, with CPython's
-    PyThreadState_SetAsyncExc: unlike SIGALRM this works off the main thread (where a kernel may run
-    code) and on Windows. An asynchronous exception is delivered between bytecodes, so a loop in Python
-    code is stopped; a single long C call (one huge NumPy operation) is stopped only when it returns.
-
-    It is raised only while the thread is inside the block and not in this module's own code (the
-    battery, ``check_code``, this class): so it lands in the code being timed, and a block that is
-    already on its way out is never hit, wherever the interpreter looks for pending exceptions (that
-    differs between Python versions). One delivery is not always enough: an exception that lands in a
-    finaliser (a ``__del__``, a weakref callback) is reported and dropped there, so it is raised again
-    every 0.1 s until the block has ended. Each limit raises its own subclass, so that an enclosing
-    limit's time-out passes through ``except inner.expired`` to the limit whose time is up. The
-    ``except limit.expired`` that catches it calls ``limit.stop()``: the time-out may have arrived on
-    the first instruction of ``__exit__``, before it could stop the watchdog.
-    """
-
-    AGAIN = 0.1  # seconds between two deliveries, once the time is up
-    WAIT = 0.01  # seconds before looking again, when the thread is in this module's code
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.expired = type("_TooSlow", (_TooSlow,), {"__doc__": _TooSlow.__doc__})
-        self._lock = threading.Lock()  # the watchdog raises only while the block runs, checked under the lock
-        self._running = self._fired = False
-        self._timer = None
-
-    def _arm(self, delay: float):
-        self._timer = threading.Timer(delay, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _in_timed_code(self) -> bool:
-        """Is the thread inside the block (its ``with`` frame on the stack), and not in this module?"""
-        frame = sys._current_frames().get(self._thread)
-        if frame is None or frame.f_code.co_filename == __file__:
-            return False
-        while frame is not None and frame is not self._owner:
-            frame = frame.f_back
-        return frame is not None
-
-    def _fire(self):
-        with self._lock:
-            if not self._running:
-                return
-            if not self._in_timed_code():
-                self._arm(self.WAIT)
-                return
-            hit = _set_async_exc(ctypes.c_ulong(self._thread), ctypes.py_object(self.expired))
-            if hit > 1:  # more than one thread: undo (it cannot happen for a live thread's own id)
-                _set_async_exc(ctypes.c_ulong(self._thread), None)
-            self._fired = self._fired or hit == 1
-            self._arm(self.AGAIN)
-
-    def __enter__(self):
-        self._thread = threading.get_ident()
-        self._owner = sys._getframe(1)  # the frame that holds the `with`
-        with self._lock:
-            self._running = True
-            self._arm(self.seconds)
-        return self
-
-    def stop(self):
-        """Stop the watchdog; take back what it raised that has not arrived yet. Safe to call twice."""
-        with self._lock:
-            self._running = False
-            if self._fired:
-                _set_async_exc(ctypes.c_ulong(self._thread), None)
-            self._timer.cancel()
-        self._owner = None  # no frame kept alive
-
-    def __exit__(self, kind, err, tb):
-        # The watchdog raises nothing while this module's code runs, so at most one time-out, raised just
-        # before the block ended, can arrive in here; then the time was up after all, and it is the block's.
-        try:
-            self.stop()
-        except self.expired:
-            self.stop()
-            if kind is None:
-                raise
-        return False
+def _time_limit() -> TimeLimit:
+    """The limit on one check; this module's code (the battery, ``check_code``) is never hit, only the learner's."""
+    return TimeLimit(TIME_LIMIT, spare=(__file__,))
 
 
 def _copies(args):
@@ -251,7 +161,7 @@ def _call(fn, args, what: str):
     """``fn(*args)``, turning whatever goes wrong into a LearnerError whose message a learner can act on."""
     try:
         return fn(*args)
-    except (_TooSlow, LearnerError):
+    except (TooSlow, LearnerError):
         raise
     except RecursionError as err:
         raise LearnerError(f"{what} went deeper than Python allows (RecursionError, at {_learner_line(err.__traceback__) or 'a recursive call'}). "
@@ -378,7 +288,7 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
                                        f"\nThe task: {ex.question}")
     run = ex.run or (lambda f, *args: f(*_copies(args)))
     cases = ex.cases()
-    limit = _TimeLimit(TIME_LIMIT)
+    limit = _time_limit()
     try:
         with limit:
             verdict = _battery(ex, fn, name, run, cases)
