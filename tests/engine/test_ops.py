@@ -5,7 +5,6 @@ test_ops_random_shapes.py (it needs hypothesis; this file needs only pytest, num
 import numpy as np
 import pytest
 
-import haaw.nn.functional as F
 from haaw.engine.ops import OPS, unbroadcast
 from haaw.engine.tensor import Tensor, apply, cat
 
@@ -36,7 +35,7 @@ FORWARD = {  # name -> (haaw function of Tensors, the same thing in plain NumPy,
     "pow": (lambda a: a**3, lambda a: a * a * a, [[1.5, -2.0, 0.0]]),
     "neg": (lambda a: -a, lambda a: 0 - a, [[1.5, -2.0]]),
     "matmul": (lambda a, b: a @ b, lambda a, b: np.einsum("ij,jk->ik", a, b), [[[1.0, 2.0]], [[3.0], [4.0]]]),
-    "linear": (lambda x, w, b: F.linear(x, w, b), lambda x, w, b: np.einsum("ij,jk->ik", x, w) + b,
+    "linear": (lambda x, w, b: apply("linear", x, w, b), lambda x, w, b: np.einsum("ij,jk->ik", x, w) + b,
                [[[1.0, 2.0], [3.0, 4.0]], [[1.0, 0.0, -1.0], [2.0, 1.0, 0.5]], [10.0, 20.0, 30.0]]),
     "exp": (lambda a: a.exp(), lambda a: np.e ** a, [[0.0, 1.0, -1.0]]),
     "log": (lambda a: a.log(), lambda a: np.log2(a) / np.log2(np.e), [[1.0, np.e, 0.5]]),
@@ -59,7 +58,7 @@ FORWARD = {  # name -> (haaw function of Tensors, the same thing in plain NumPy,
     "log_softmax": (lambda a: a.log_softmax(-1), lambda a: a - np.log((np.e ** a).sum()), [[0.0, np.log(3.0)]]),
     "masked_softmax": (lambda a: apply("masked_softmax", a, mask=np.array([[True, False, True], [False] * 3]), dim=-1),
                        lambda a: np.array([[0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]), [[[0.0, 9.0, np.log(3.0)], [1, 2, 3]]]),
-    "cross_entropy_rows": (lambda a: F.cross_entropy(a, np.array([1]), reduction="none"),
+    "cross_entropy_rows": (lambda a: apply("cross_entropy_rows", a, targets=np.array([1])),
                            lambda a: np.array([np.log(4.0)]), [[[0.0, 0.0, np.log(2.0)]]]),
 }
 
@@ -178,17 +177,3 @@ def test_relu_passes_the_gradient_of_a_nan_on_as_pytorch_does():
     x = Tensor(np.array([np.nan, -1.0, 2.0]), requires_grad=True)
     x.relu().sum().backward()
     np.testing.assert_array_equal(x.grad, [1.0, 0.0, 1.0])
-
-
-def test_gelu_in_16_bits_neither_overflows_nor_gives_a_nan_gradient():
-    import haaw.nn.functional as F
-    from haaw.amp import dtype
-
-    for name in ("float16", "bfloat16"):
-        x = Tensor(np.array([40000.0, 1.0, -3.0]).astype(dtype(name)), requires_grad=True)
-        y = F.gelu(x)
-        y.sum().backward()
-        assert y.data.dtype == dtype(name) and np.all(np.isfinite(y.data.astype(np.float64)))
-        wide = Tensor(np.array([40000.0, 1.0, -3.0]), requires_grad=True)  # the same in float64
-        F.gelu(wide).sum().backward()
-        np.testing.assert_allclose(x.grad.astype(np.float64), wide.grad, rtol=2e-2, atol=3e-3)
