@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("hypothesis")  # before its import: without it the file is skipped, not an error
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import haaw
 import haaw.nn.functional as F

@@ -2,12 +2,15 @@
 import numpy as np
 import pytest
 
-matplotlib = pytest.importorskip("matplotlib")  # the course extra: without it the file is skipped, not an error
+pytest.importorskip("matplotlib")  # the course extra: without it the file is skipped, not an error
 pytest.importorskip("ipywidgets")
-matplotlib.use("Agg")
 
-from haaw import Value  # noqa: E402
-from haaw.course.explorers import backward_stepper, tangent_explorer  # noqa: E402
+import matplotlib
+
+from haaw import Value
+from haaw.course.explorers import backward_stepper, tangent_explorer
+
+matplotlib.use("Agg")
 
 
 def find(widget, kind):
