@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("hypothesis")  # before its import: without it the file is skipped, not an error
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-import haaw.nn.functional as F
 from haaw.engine.ops import OPS
 from haaw.engine.tensor import Tensor, apply, cat
 from haaw.tools import gradcheck
@@ -86,7 +85,7 @@ def linear_spec(data):
     def fn(x, w, b):
         if is_torch(x):
             return __import__("torch").nn.functional.linear(x, w.T, b)  # torch keeps W as (out, in)
-        return F.linear(x, w, b)
+        return apply("linear", x, w, b)
     return fn, [values(data, batch + (m, k), seed_name="x"), values(data, (k, n), seed_name="w"),
                 values(data, (n,), seed_name="b")]
 
@@ -159,35 +158,18 @@ def masked_softmax_spec(data):
     return fn, [values(data, shape, -4, 4)]
 
 
-def cross_entropy_spec(data):
-    """PyTorch's shapes: logits (N, C) or (N, C, d), targets (N,) or (N, d); ignore_index, class
-    weights and haaw's padding mask drawn at random."""
+def cross_entropy_rows_spec(data):
+    """Logits (N, C) and one class id per row. (F.cross_entropy around it, with PyTorch's shapes, ignore_index,
+    class weights and haaw's padding mask: tests/nn/test_functional_random_shapes.py.)"""
     n, classes = data.draw(dims, label="N"), data.draw(st.integers(2, 5), label="classes")
-    extra = data.draw(st.sampled_from([(), (3,)]), label="extra dims")
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="targets"))
-    targets = rng.integers(0, classes, (n,) + extra)
-    if data.draw(st.booleans(), label="some ignored"):
-        targets[rng.random(targets.shape) < 0.3] = -100
-        targets.flat[0] = 0  # at least one entry counts
-    weight = rng.uniform(0.5, 2.0, classes) if data.draw(st.booleans(), label="class weights") else None
-    mask = rng.integers(0, 2, targets.shape) if data.draw(st.booleans(), label="masked") else None
-    if mask is not None:
-        mask.flat[0] = 1
-    reduction = data.draw(st.sampled_from(["mean", "sum", "none"]), label="reduction")
+    targets = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="targets")).integers(0, classes, n)
 
     def fn(logits):
         if is_torch(logits):
             import torch
-            w = None if weight is None else torch.tensor(weight)
-            losses = torch.nn.functional.cross_entropy(logits, torch.as_tensor(targets), weight=w, reduction="none")
-            share = torch.as_tensor(targets != -100, dtype=losses.dtype)
-            if weight is not None:
-                share = share * w[torch.as_tensor(np.where(targets == -100, 0, targets))]
-            if mask is not None:  # the mask, done by hand in torch: zero the padded losses, count the rest
-                losses, share = losses * torch.as_tensor(mask), share * torch.as_tensor(mask)
-            return {"none": losses, "sum": losses.sum(), "mean": losses.sum() / share.sum()}[reduction]
-        return F.cross_entropy(logits, targets, weight=weight, reduction=reduction, mask=mask)
-    return fn, [values(data, (n, classes) + extra, -3, 3)]
+            return torch.nn.functional.cross_entropy(logits, torch.as_tensor(targets), reduction="none")
+        return apply("cross_entropy_rows", logits, targets=targets)
+    return fn, [values(data, (n, classes), -3, 3)]
 
 
 SPECS = {
@@ -216,7 +198,7 @@ SPECS = {
     "softmax": softmax_spec("softmax"),
     "log_softmax": softmax_spec("log_softmax"),
     "masked_softmax": masked_softmax_spec,
-    "cross_entropy_rows": cross_entropy_spec,
+    "cross_entropy_rows": cross_entropy_rows_spec,
 }
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
