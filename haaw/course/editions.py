@@ -32,10 +32,10 @@ def _reveals(text: str, answer: float) -> bool:
     """Does a number in ``text`` give ``answer`` away: equal to it at the digits the number shows?"""
     if not answer:
         return False
-    from .exercises.core import _significant_digits  # how many digits a number shows, as the checker counts them
+    from .exercises.core import significant_digits  # how many digits a number shows, as the checker counts them
 
     for token in NUMBER.findall(text):
-        digits = max(_significant_digits(token), 1)
+        digits = max(significant_digits(token), 1)
         try:
             value = float(token.replace(",", ""))
         except ValueError:

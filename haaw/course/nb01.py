@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine import Value
+from ..engine.graph import local
 
 
 @dataclass(frozen=True)
@@ -38,5 +39,5 @@ def tiny_chain_step(w: float = 2.0, x: float = 3.0, lr: float = 0.01) -> ChainSt
     loss = y**2
     loss.backward()
     w_new = w - lr * wv.grad
-    return ChainStep(w, x, lr, y.data, loss.data, y.grad, y._local[0],
+    return ChainStep(w, x, lr, y.data, loss.data, y.grad, local(y)[0],
                      wv.grad, w_new, (w_new * x) ** 2)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from . import hooks
 from .autograd import topological_order
-from .ops import Op, _free
+from .ops import Op, no_flops
 from .modes import no_grad
-from .tensor import Tensor, _wrap, apply
+from .tensor import Tensor, apply, wrap
 
 
 class Function:
@@ -89,13 +89,13 @@ class _all_arguments:
 class Checkpoint(Function):
     """Forget what ``fn`` computes inside; keep its inputs; recompute it when backward arrives."""
 
-    flops = staticmethod(_free)
+    flops = staticmethod(no_flops)
     always_record = True  # fn may hold parameters that need gradients even if its inputs do not
 
     @staticmethod
     def forward(ctx, fn, *inputs):
         with no_grad():  # nothing inside is recorded, so nothing inside is saved
-            out = fn(*(_wrap(a) for a in inputs))
+            out = fn(*(wrap(a) for a in inputs))
         if not isinstance(out, Tensor):
             raise TypeError(f"checkpoint: fn must return a Tensor, got {type(out).__name__}")
         ctx.fn, ctx.inputs = fn, inputs  # the inputs are all that is kept
@@ -103,7 +103,7 @@ class Checkpoint(Function):
 
     @staticmethod
     def backward(ctx, g):
-        fresh = [_wrap(a) for a in ctx.inputs]
+        fresh = [wrap(a) for a in ctx.inputs]
         for t, need in zip(fresh, ctx.needs_input_grad[1:]):
             t.requires_grad = need
         with hooks.recompute():

@@ -18,6 +18,15 @@ def parents(node) -> tuple:
     return tuple(node._parents)
 
 
+def local(node) -> tuple:
+    """A Value's local derivatives d(node)/d(parent), computed in the forward pass, one for each of ``parents(node)``
+    in the same order (empty for a leaf). A Tensor keeps none (its operation's backward works them out from what
+    ``context(node)`` saved): TypeError."""
+    if not isinstance(node, Value):
+        raise TypeError(f"local(): only a Value keeps its local derivatives, not a {type(node).__name__}")
+    return tuple(node._local)
+
+
 def operation(node) -> str:
     """The name of the operation that computed ``node`` ("" for a leaf): "*", "**2", "matmul", ..."""
     return node._op

@@ -52,7 +52,8 @@ def _reduction(inputs, out, needs):
     return inputs[0].size, inputs[0].size * sum(needs)
 
 
-def _free(inputs, out, needs):  # only moves, copies or views data
+def no_flops(inputs, out, needs):
+    """The FLOP count of an operation that only moves, copies or views data: none, forward or backward."""
     return 0, 0
 
 
@@ -329,7 +330,7 @@ def reshape(ctx, a, shape):
     return a.reshape(shape)
 
 
-defvjp(reshape, lambda ctx, g: g.reshape(ctx.shape), flops=_free, view=True)
+defvjp(reshape, lambda ctx, g: g.reshape(ctx.shape), flops=no_flops, view=True)
 
 
 def permute(ctx, a, dims):
@@ -337,7 +338,7 @@ def permute(ctx, a, dims):
     return np.transpose(a, dims)
 
 
-defvjp(permute, lambda ctx, g: np.transpose(g, np.argsort(ctx.dims)), flops=_free, view=True)
+defvjp(permute, lambda ctx, g: np.transpose(g, np.argsort(ctx.dims)), flops=no_flops, view=True)
 
 
 def cast(ctx, a, dtype):
@@ -345,7 +346,7 @@ def cast(ctx, a, dtype):
     return a.astype(dtype)
 
 
-defvjp(cast, lambda ctx, g: g.astype(ctx.dtype), flops=_free)  # the gradient goes back in the input's format
+defvjp(cast, lambda ctx, g: g.astype(ctx.dtype), flops=no_flops)  # the gradient goes back in the input's format
 
 
 def getitem(ctx, a, index):
@@ -370,7 +371,7 @@ def _getitem_vjp(ctx, g):
     return grad
 
 
-defvjp(getitem, _getitem_vjp, flops=_free, view=True)
+defvjp(getitem, _getitem_vjp, flops=no_flops, view=True)
 
 
 def cat(ctx, *arrays, dim=0):
@@ -378,7 +379,7 @@ def cat(ctx, *arrays, dim=0):
     return np.concatenate(arrays, axis=dim)
 
 
-defvjp(cat, vjp_all=lambda ctx, g: np.split(g, np.cumsum(ctx.sizes)[:-1], axis=ctx.dim), flops=_free)
+defvjp(cat, vjp_all=lambda ctx, g: np.split(g, np.cumsum(ctx.sizes)[:-1], axis=ctx.dim), flops=no_flops)
 
 
 # --- softmax and its family ------------------------------------------------------------------------

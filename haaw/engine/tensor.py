@@ -46,7 +46,7 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
                                  f"(input shapes {[a.shape for a in arrays]})")
     if type(out) is not np.ndarray:  # NumPy reductions return scalars; a Tensor always holds an array
         out = np.asarray(out)
-    result = _wrap(out)
+    result = wrap(out)
     if op.view and np.may_share_memory(out, arrays[0]):
         result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
     recorded = grad_enabled() and (True in needs or op.always_record)
@@ -72,16 +72,16 @@ def _lift(x, like: "Tensor") -> "Tensor":
         return x
     if isinstance(x, (Number, np.generic)) and not isinstance(x, (bool, np.bool_, complex, np.complexfloating)):
         if isinstance(x, (float, np.floating)) and not dtypes.is_float(like.dtype):
-            return _wrap(np.asarray(x, dtype=np.float64))
+            return wrap(np.asarray(x, dtype=np.float64))
         if like.dtype == np.bool_:  # True + 1 is 2, as in PyTorch and NumPy
-            return _wrap(np.asarray(x, dtype=np.int64))
-        return _wrap(np.asarray(x, dtype=like.dtype))
+            return wrap(np.asarray(x, dtype=np.int64))
+        return wrap(np.asarray(x, dtype=like.dtype))
     if isinstance(x, np.ndarray):
         return Tensor(x)
     raise TypeError(f"cannot combine a Tensor with {type(x).__name__} {x!r:.40}")
 
 
-def _wrap(array: np.ndarray) -> "Tensor":
+def wrap(array: np.ndarray) -> "Tensor":
     """A new Tensor around ``array`` (no copy, no checks): how operations return their results."""
     t = Tensor.__new__(Tensor)
     t.data, t.grad, t.requires_grad, t.label = array, None, False, ""
@@ -216,7 +216,7 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """The same numbers (the same memory), cut off from the graph: no gradient flows back through it."""
-        t = _wrap(self.data)
+        t = wrap(self.data)
         t._vc = self._vc  # an in-place edit of the detached tensor is an edit of this one
         return t
 
@@ -268,7 +268,7 @@ class Tensor:
         if not isinstance(base, (Number, np.generic)) or isinstance(base, (bool, complex)) or not base > 0:
             raise TypeError(f"number ** Tensor: haaw takes a positive number as the base, got {base!r}")
         if not dtypes.is_float(self.dtype):
-            return _wrap(np.power(base, self.data))  # integers: no gradient, the exact powers
+            return wrap(np.power(base, self.data))  # integers: no gradient, the exact powers
         return (self * math.log(base)).exp()
 
     def __neg__(self):
@@ -494,7 +494,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     problem = checks.number_format_error(array.dtype)
     if problem:
         raise TypeError(problem)
-    return _wrap(array)
+    return wrap(array)
 
 
 def cat(tensors, dim: int = 0) -> Tensor:

@@ -19,11 +19,12 @@ from ..engine.graph import context, parents
 from ..engine.tensor import Tensor
 
 
-def _arrays(saved, leaves=frozenset(), _seen=None) -> list:
+def saved_arrays(saved, leaves=frozenset(), _seen=None) -> list:
     """The arrays among the saved values, wherever they are kept: in tuples, lists and dicts (ctx.keep = [x, y]
     saves both), in the attributes of an object (ctx.state = SimpleNamespace(x=x)), in a Tensor (its data).
     Code is not memory kept for backward: a function or module kept to run again (checkpoint's fn) is skipped,
-    its parameters exist anyway. An array reached twice is listed once."""
+    its parameters exist anyway. An array reached twice is listed once, and an array whose id is in ``leaves`` not
+    at all."""
     seen = set() if _seen is None else _seen
     found = []
     for value in saved:
@@ -36,11 +37,11 @@ def _arrays(saved, leaves=frozenset(), _seen=None) -> list:
             if id(value) not in leaves:
                 found.append(value)
         elif isinstance(value, (tuple, list, set, frozenset)):
-            found += _arrays(value, leaves, seen)
+            found += saved_arrays(value, leaves, seen)
         elif isinstance(value, dict):
-            found += _arrays(value.values(), leaves, seen)
+            found += saved_arrays(value.values(), leaves, seen)
         elif hasattr(value, "__dict__") and not callable(value) and not isinstance(value, type):
-            found += _arrays(vars(value).values(), leaves, seen)
+            found += saved_arrays(vars(value).values(), leaves, seen)
     return found
 
 
@@ -56,7 +57,7 @@ class MemoryTracker:
         self.timeline = []  # (phase, op name, live bytes afterwards)
 
     def saved(self, node, op: str, saved, leaves=frozenset()) -> None:
-        arrays = _arrays(saved, leaves)
+        arrays = saved_arrays(saved, leaves)
         self._counted[id(node)] = (node, arrays)
         self.by_op[op][0] += 1
         self.by_op[op][1] += sum(a.nbytes for a in arrays)

@@ -42,7 +42,7 @@ def trace_backward(root) -> tuple[dict, list[Step]]:
     steps = []
     try:
         for n in order:
-            n._reset_grad()
+            n.zero_grad()
         start = {id(n): n.grad for n in order}
         start[id(root)] = _plus(start[id(root)], seed)
         backward(root, seed, on_step=lambda node, up, sent: steps.append(Step(node, up, tuple(sent))))

@@ -219,10 +219,10 @@ def test_a_checkpoint_that_keeps_its_output_in_a_list_or_dict_is_caught_and_coun
 
 
 def test_the_memory_tracker_counts_arrays_inside_lists_and_dicts_once_each():
-    from haaw.tools.memory import _arrays
+    from haaw.tools.memory import saved_arrays
 
     a, b, c = np.ones(3), np.ones(4), np.ones(5)
-    assert [x.size for x in _arrays([a, [b, {"k": c}], (a,)])] == [3, 4, 5]
+    assert [x.size for x in saved_arrays([a, [b, {"k": c}], (a,)])] == [3, 4, 5]
 
 
 def ring_that_sends_but_sums_locally(buffers, send):

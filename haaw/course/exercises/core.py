@@ -19,7 +19,7 @@ import numpy as np
 from ...engine.graph import is_node
 from .progress import record
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback, register  # noqa: F401
-from .registry import _lookup, _unknown, solutions_allowed
+from .registry import lookup, solutions_allowed, unknown_message
 
 _hints_shown: dict[str, int] = {}
 
@@ -136,7 +136,7 @@ def _close(a: float, b: float, rtol: float) -> bool:
     return abs(a - b) <= rtol * max(abs(a), abs(b)) + 1e-12
 
 
-def _significant_digits(answer) -> int:
+def significant_digits(answer) -> int:
     """How many significant digits the learner wrote: 3 for "1.64", 3.43 or 275e9; many for 0.9**50."""
     text = answer.strip() if isinstance(answer, str) else repr(float(answer))
     if not isinstance(answer, str) and text.endswith(".0"):  # 275e9 prints as 275000000000.0
@@ -150,7 +150,7 @@ def _as_written(number: float, answer, expected: float) -> bool:
     """The right answer rounded to the precision the learner typed (at least 3 significant digits):
     3.43 for ln 31 = 3.434..., 275e9 for 274,877,906,944."""
     try:
-        digits = _significant_digits(answer)
+        digits = significant_digits(answer)
     except (TypeError, ValueError):
         return False
     if digits < 3 or expected == 0 or not math.isfinite(expected):
@@ -172,8 +172,8 @@ def check(key, answer) -> Feedback:
     The exercise's own type checks the answer; this wrapper makes sure that a checker never raises, and writes
     a verdict on a real attempt (correct or wrong) to the progress file (``progress.py``)."""
     try:
-        ex = _lookup(key)
-        feedback = Feedback(UNREADABLE, _unknown(key)) if ex is None else ex.check(answer)
+        ex = lookup(key)
+        feedback = Feedback(UNREADABLE, unknown_message(key)) if ex is None else ex.check(answer)
     except Exception as err:  # a checker must never be the thing that crashes
         return Feedback(UNREADABLE, _failure(key, err))
     if feedback.status in (CORRECT, WRONG):
@@ -451,9 +451,9 @@ class BugExercise(_TypedAnswer):
 
 def hint(key, level: int | None = None) -> Feedback:
     """The next hint for ``key`` (or hint number ``level``); each gives away a little more."""
-    ex = _lookup(key)
+    ex = lookup(key)
     if ex is None:
-        return Feedback(UNREADABLE, _unknown(key))
+        return Feedback(UNREADABLE, unknown_message(key))
     if not ex.hints:
         return Feedback("hint", f"There is no hint for {key!r}; solution({key!r}) shows the worked answer.")
     if level is None:
@@ -468,9 +468,9 @@ def hint(key, level: int | None = None) -> Feedback:
 
 def solution(key) -> Feedback:
     """The worked solution of ``key`` (unless an instructor switched solutions off: HAAW_SOLUTIONS=off)."""
-    ex = _lookup(key)
+    ex = lookup(key)
     if ex is None:
-        return Feedback(UNREADABLE, _unknown(key))
+        return Feedback(UNREADABLE, unknown_message(key))
     if not solutions_allowed():
         return Feedback("solution", "Solutions are switched off here (HAAW_SOLUTIONS=off, set by whoever runs this "
                                     f"course): hint({key!r}) still works, one step at a time.")

@@ -69,7 +69,7 @@ def pow_local(a, n):
     return a**n, (n * a ** (n - 1),)
 
 
-def _value_and_locals(count):
+def value_and_locals(count):
     """Run a forward-and-local function; return its value and its local derivatives, flat."""
     def run(fn, *args):
         result = fn(*args)
@@ -94,7 +94,7 @@ register(CodeExercise(
     cases=lambda: [Case("hand-checkable", (2.0, 3.0), detail="a = 2, b = 3"), Case("a negative factor", (-1.5, 4.0)),
                    Case("a zero", (0.0, 5.0)), Case("fractions", (0.25, -0.5))],
     outputs=("a·b", "d(a·b)/da", "d(a·b)/db"),
-    run=_value_and_locals(2),
+    run=value_and_locals(2),
     slot="mul",
     mistakes=[
         Mistake("each input's own value as its derivative",
@@ -135,7 +135,7 @@ register(CodeExercise(
                    Case("a = 0", (0.0, 3.0), detail="the slope of a cube there is 0",
                         note="n·aⁿ/a equals n·aⁿ⁻¹ everywhere but at a = 0, where it divides by zero")],
     outputs=("aⁿ", "d(aⁿ)/da"),
-    run=_value_and_locals(1),
+    run=value_and_locals(1),
     slot="pow",
     mistakes=[
         Mistake("the exponent kept as it was",

@@ -4,9 +4,10 @@ import math
 import numpy as np
 
 from ...engine import Value
+from ...engine.graph import parents
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
-from .nb01 import _value_and_locals
+from .nb01 import value_and_locals
 
 register(NumberExercise(
     key="02-fan-out",
@@ -91,7 +92,7 @@ register(CodeExercise(
     cases=lambda: [Case("hand-checkable", (2.0, 3.0), detail="a = 2, b = 3"), Case("a negative term", (-1.5, 4.0)),
                    Case("a zero", (0.0, 5.0)), Case("fractions", (0.25, -0.5))],
     outputs=("a+b", "d(a+b)/da", "d(a+b)/db"),
-    run=_value_and_locals(2),
+    run=value_and_locals(2),
     slot="add",
     mistakes=[
         Mistake("the upstream gradient split in half",
@@ -129,7 +130,7 @@ register(CodeExercise(
                    Case("a saturated input", (-20.0,), detail="tanh(−20) = −1 to 16 digits",
                         note="far out, tanh is flat: its slope is almost 0")],
     outputs=("tanh a", "d(tanh a)/da"),
-    run=_value_and_locals(1),
+    run=value_and_locals(1),
     slot="scalar_tanh",
     mistakes=[
         Mistake("1 − a², the input squared instead of the output",
@@ -164,7 +165,7 @@ register(CodeExercise(
                    Case("a negative input", (-2.0,)), Case("a = 3", (3.0,)),
                    Case("a large input", (50.0,), detail="e⁵⁰ ≈ 5.2e21")],
     outputs=("eᵃ", "d(eᵃ)/da"),
-    run=_value_and_locals(1),
+    run=value_and_locals(1),
     slot="exp",
     mistakes=[
         Mistake("the power rule applied to eᵃ: a·eᵃ⁻¹",
@@ -291,7 +292,7 @@ def _long_chain():
     y, nodes = x, [x]
     for _ in range(10_000):
         y = y * 1.0001
-        nodes.extend((y, y._parents[1]))  # the node and its constant factor
+        nodes.extend((y, parents(y)[1]))  # the node and its constant factor
     for node in nodes:
         node.__class__ = _ChainNode
     return y, [x]

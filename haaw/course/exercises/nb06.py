@@ -2,8 +2,9 @@
 import numpy as np
 
 from ...engine import Function, no_grad, Tensor
+from ...engine.graph import context
 from ...nn import Linear
-from ...tools.memory import _arrays, track_memory
+from ...tools.memory import saved_arrays, track_memory
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
@@ -99,14 +100,14 @@ def _copies_of_x(x, out) -> int:
     """Bytes to take off what the memory tracker counted for the operation's ctx. The tracker counts every array
     ctx holds, in a Tensor (ctx.out = out keeps out.data), a list, a dict or an object alike; a copy of the input
     x is x too (ctx.x = x.copy(), or Tensor(x.copy())), so keeping one is allowed."""
-    ctx = getattr(out, "_ctx", None)
+    ctx = context(out)
     if ctx is None:
         return 0
 
     def is_x(a):
         return a.base is x or (a.shape == x.shape and np.array_equal(a, x))
 
-    return sum(a.nbytes for a in _arrays(ctx.saved.values(), frozenset({id(x)})) if is_x(a))
+    return sum(a.nbytes for a in saved_arrays(ctx.saved.values(), frozenset({id(x)})) if is_x(a))
 
 
 def _run_checkpoint(cls, width, depth, batch, seed):

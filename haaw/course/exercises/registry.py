@@ -57,11 +57,13 @@ def register(exercise: Exercise) -> Exercise:
     return exercise
 
 
-def _lookup(key) -> Exercise | None:
+def lookup(key) -> Exercise | None:
+    """The exercise called ``key``, or None (for a key that is no exercise, or not a string)."""
     return REGISTRY.get(key) if isinstance(key, str) else None
 
 
-def _unknown(key) -> str:
+def unknown_message(key) -> str:
+    """What ``check``, ``hint`` and ``solution`` say about a key that is no exercise: the keys there are."""
     known = ", ".join(sorted(REGISTRY))
     return f"There is no exercise called {key!r}. The exercises are: {known}."
 
