@@ -75,10 +75,10 @@ def test_no_two_modules_of_haaw_import_each_other_in_a_circle():
 
 
 def test_instruments_and_the_course_read_a_node_through_the_engine_s_accessors_only():
-    """graph.parents, operation, context, is_node and tensor.changed_in_place: the engine may rename what it
-    keeps without breaking the tools. The scalar engine's ``_local`` is the exception the course teaches by name
-    (notebook 02's learner reads ``node._parents`` and ``node._local`` to write backward)."""
-    private = re.compile(r"\.(_parents|_ctx|_op|_vc)\b|hasattr\([^)]*\"_parents\"")
+    """graph.parents, local, operation, context, is_node, tensor.changed_in_place and ``node.zero_grad()``: the
+    engine may rename what it keeps without breaking the tools. Notebook 02's exercises are the exception: the
+    course teaches ``node._parents`` and ``node._local`` by name, for the learner to write backward with."""
+    private = re.compile(r"\.(_parents|_local|_ctx|_op|_vc|_reset_grad|_add_grad|_vjp)\b|hasattr\([^)]*\"_parents\"")
     found = []
     for path in [*(PACKAGE / "tools").rglob("*.py"), *(PACKAGE / "course").rglob("*.py"), *(PACKAGE / "nn").rglob("*.py"),
                  PACKAGE / "optim.py", PACKAGE / "amp.py"]:
@@ -96,3 +96,60 @@ def test_no_instrument_depends_on_the_course():
     for path in (PACKAGE / "tools").glob("*.py"):
         assert not {m for m in haaw_imports(path) if m.startswith("haaw.course")}, path.name
         assert "model.blocks" not in path.read_text() and "model.token" not in path.read_text(), path.name
+
+
+def _haaw_module_names() -> set[str]:
+    """Every module and package of haaw, as dotted names."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_reaches(path: Path, modules: set[str]) -> list[str]:
+    """Where the module at ``path`` takes a private name (a leading underscore, not a dunder) from another haaw
+    module: ``from haaw.x import _name``, or ``x._name`` where ``x`` is a haaw module it imported."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    package = ".".join(parts[:-1])  # what a relative import is relative to (for __init__, the package itself)
+    tree = ast.parse(path.read_text())
+    found, aliases = [], {}  # aliases: a name bound in this module -> the haaw module it is
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(filter(None, [base, node.module or ""]))
+            if module not in modules:
+                continue
+            for alias in node.names:
+                if f"{module}.{alias.name}" in modules:  # a module itself: `from . import code`
+                    aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
+                elif _is_private(alias.name):
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: from {module} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:  # `import haaw.x.y` binds haaw, `import haaw.x.y as z` binds z
+                    aliases[alias.asname or alias.name.split(".")[0]] = alias.asname and alias.name or "haaw"
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+            continue
+        chain, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            chain.insert(0, value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in aliases:
+            module = ".".join([aliases[value.id], *chain])
+            if module in modules:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_of_haaw_takes_another_s_private_names():
+    """A name with a leading underscore is its module's own business: another module that needs it asks for a
+    public name (``memory.arrays``, ``graph.local``, ``node.zero_grad()``), so the owner may change it freely."""
+    modules = _haaw_module_names()
+    found = [line for path in sorted(PACKAGE.rglob("*.py")) for line in private_reaches(path, modules)]
+    assert not found, "\n".join(found)
