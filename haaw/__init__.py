@@ -17,4 +17,30 @@ from .nn import manual_seed
 
 __all__ = ["Function", "Tensor", "Value", "amp", "cat", "checkpoint", "detect_anomaly", "from_numpy",
            "manual_seed", "nn", "no_grad", "optim", "tensor", "use"]
-__version__ = "0.2.0"
+
+
+def __getattr__(name: str):
+    """``haaw.__version__``, looked up when first asked for, so that ``import haaw`` reads no metadata."""
+    if name == "__version__":
+        return _version()
+    raise AttributeError(f"module 'haaw' has no attribute {name!r}")
+
+
+def _version() -> str:
+    """The version, written once, in pyproject.toml: the installed package's metadata, or pyproject.toml itself
+    when haaw runs from a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("haaw")
+    except PackageNotFoundError:
+        pass
+    import tomllib
+    from pathlib import Path
+
+    try:
+        with (Path(__file__).resolve().parent.parent / "pyproject.toml").open("rb") as file:
+            project = tomllib.load(file).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        project = {}
+    return project.get("version", "unknown") if project.get("name") == "haaw" else "unknown"
