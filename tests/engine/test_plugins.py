@@ -225,29 +225,53 @@ def test_an_instrument_active_in_one_context_counts_no_work_done_in_another():
         assert counter.total_forward == 2 * 4 * 4 * 4
 
 
-def test_a_function_decorated_with_no_grad_runs_in_two_threads_at_once():
+@pytest.mark.parametrize("first_out", [0, 1], ids=["first-in-leaves-first", "last-in-leaves-first"])
+def test_a_function_decorated_with_no_grad_runs_in_two_threads_at_once(first_out):
+    """Thread 0 enters the function and waits there for thread 1 to come in (an event thread 1 sets from inside),
+    so the two calls overlap for certain; then one leaves while the other stays. Each sees no_grad inside, the one
+    still inside keeps it after the other left, and each has grad mode back outside. A flag shared by the process
+    fails in both orders; one token stack shared by the calls fails when the first in leaves first. Every wait has
+    a timeout: a call that never meets the other fails instead of hanging."""
     import threading
-    import time
 
     from haaw import no_grad
+    from haaw.engine.modes import grad_enabled
+
+    inside, left = [threading.Event(), threading.Event()], threading.Event()
+    seen, errors, x = [{}, {}], [], Tensor(np.ones(2), requires_grad=True)
 
     @no_grad
-    def slow(x, seconds):
-        time.sleep(seconds)
+    def work(me):
+        seen[me]["grad inside"] = grad_enabled()
+        inside[me].set()
+        seen[me]["met the other inside"] = inside[1 - me].wait(timeout=10)
+        if me != first_out:
+            seen[me]["saw the other leave"] = left.wait(timeout=10)
+            seen[me]["grad inside after the other left"] = grad_enabled()
         return x * 2
 
-    errors, x = [], Tensor(np.ones(2), requires_grad=True)
-
-    def run(seconds):
+    def run(me):
         try:
-            assert not slow(x, seconds).requires_grad
+            if me == 1:
+                inside[0].wait(timeout=10)  # thread 0 is in first
+            seen[me]["recorded"] = work(me).requires_grad
+            seen[me]["grad outside"] = grad_enabled()
         except Exception as err:  # noqa: BLE001
             errors.append(err)
+        finally:
+            if me == first_out:
+                left.set()
 
-    threads = [threading.Thread(target=run, args=(s,)) for s in (0.05, 0.2)]
-    threads[0].start()
-    time.sleep(0.01)  # the second call starts while the first is inside the function
-    threads[1].start()
+    threads = [threading.Thread(target=run, args=(me,), daemon=True) for me in (0, 1)]
     for t in threads:
-        t.join()
-    assert errors == [] and (x * 2).requires_grad
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a thread is still inside the function after 30 s"
+    assert errors == []
+    for me in (0, 1):
+        expected = {"grad inside": False, "met the other inside": True, "recorded": False, "grad outside": True}
+        if me != first_out:
+            expected |= {"saw the other leave": True, "grad inside after the other left": False}
+        assert seen[me] == expected, f"thread {me}"
+    assert grad_enabled() and (x * 2).requires_grad
