@@ -78,7 +78,8 @@ def test_instruments_and_the_course_read_a_node_through_the_engine_s_accessors_o
     """graph.parents, local, operation, context, is_node, tensor.changed_in_place and ``node.zero_grad()``: the
     engine may rename what it keeps without breaking the tools. Notebook 02's exercises are the exception: the
     course teaches ``node._parents`` and ``node._local`` by name, for the learner to write backward with."""
-    private = re.compile(r"\.(_parents|_local|_ctx|_op|_vc|_reset_grad|_add_grad|_vjp)\b|hasattr\([^)]*\"_parents\"")
+    private = re.compile(r"\.(_parents|_local|_ctx|_op|_vc|_reset_grad|_add_grad|_vjp)\b"
+                         r"|hasattr\([^)]*\"_parents\"")
     found = []
     for path in [*(PACKAGE / "tools").rglob("*.py"), *(PACKAGE / "course").rglob("*.py"), *(PACKAGE / "nn").rglob("*.py"),
                  PACKAGE / "optim.py", PACKAGE / "amp.py"]:
