@@ -1,4 +1,5 @@
-"""Memory accounting, checkpointing (identical gradients, less memory) and the memory calculator."""
+"""Memory accounting and checkpointing (identical gradients, less memory). (Notebook 06's memory calculator:
+tests/course/test_nb06.py.)"""
 import numpy as np
 import pytest
 
@@ -7,7 +8,6 @@ from haaw import Tensor
 from haaw.engine import checkpoint
 from haaw.tools.flops import count_flops
 from haaw.tools.memory import track_memory
-from haaw.course.nb06 import GPT_125M, MODEL_7B, training_memory
 from haaw.nn import MLP, Linear
 
 rng = np.random.default_rng(0)
@@ -78,27 +78,6 @@ def test_checkpointing_matches_torch_utils_checkpoint():
 def test_checkpoint_rejects_a_function_that_returns_no_tensor():
     with pytest.raises(TypeError, match="fn must return a Tensor"):
         checkpoint(lambda h: 3.0, Tensor(np.ones(2)))
-
-
-def test_the_memory_calculator_counts_16_bytes_per_parameter_with_adam_either_way():
-    for precision in ("fp32", "mixed"):
-        parts = training_memory(GPT_125M, batch=1, seq=1, precision=precision)
-        per_param = (parts["weights"] + parts["gradients"] + parts["optimizer state"]) / GPT_125M.params
-        assert per_param == 16
-    sgd = training_memory(GPT_125M, 1, 1, optimizer="sgd")
-    assert sgd["optimizer state"] == 0 and sgd["weights"] == 4 * GPT_125M.params
-
-
-def test_activations_follow_the_published_formula_and_recomputation_shrinks_them():
-    s, b, h, a, L = 2048, 8, 4096, 32, 32
-    mixed = training_memory(MODEL_7B, batch=b, seq=s, precision="mixed")
-    assert mixed["activations"] == L * s * b * h * (34 + 5 * a * s / h)
-    # in fp32 every number doubles but the dropout masks stay 1 byte: 2·16 + 2 and 2·2 + 1
-    assert training_memory(MODEL_7B, b, s, precision="fp32")["activations"] == L * s * b * h * (66 + 9 * a * s / h)
-    recomputed = training_memory(MODEL_7B, b, s, precision="mixed", recompute=True)
-    assert recomputed["activations"] == L * 2 * s * b * h
-    with pytest.raises(ValueError, match="precision must be"):
-        training_memory(MODEL_7B, 1, 1, precision="fp8")
 
 
 def test_checkpoint_gives_the_weights_inside_their_gradient_even_when_its_input_needs_none():

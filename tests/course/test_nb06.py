@@ -1,0 +1,26 @@
+"""Notebook 06's memory calculator: the bytes a training step keeps, by parameter and by activation. (The engine's
+own memory accounting, measured on real operations: tests/tools/test_memory.py.)"""
+import pytest
+
+from haaw.course.nb06 import GPT_125M, MODEL_7B, training_memory
+
+
+def test_the_memory_calculator_counts_16_bytes_per_parameter_with_adam_either_way():
+    for precision in ("fp32", "mixed"):
+        parts = training_memory(GPT_125M, batch=1, seq=1, precision=precision)
+        per_param = (parts["weights"] + parts["gradients"] + parts["optimizer state"]) / GPT_125M.params
+        assert per_param == 16
+    sgd = training_memory(GPT_125M, 1, 1, optimizer="sgd")
+    assert sgd["optimizer state"] == 0 and sgd["weights"] == 4 * GPT_125M.params
+
+
+def test_activations_follow_the_published_formula_and_recomputation_shrinks_them():
+    s, b, h, a, L = 2048, 8, 4096, 32, 32
+    mixed = training_memory(MODEL_7B, batch=b, seq=s, precision="mixed")
+    assert mixed["activations"] == L * s * b * h * (34 + 5 * a * s / h)
+    # in fp32 every number doubles but the dropout masks stay 1 byte: 2·16 + 2 and 2·2 + 1
+    assert training_memory(MODEL_7B, b, s, precision="fp32")["activations"] == L * s * b * h * (66 + 9 * a * s / h)
+    recomputed = training_memory(MODEL_7B, b, s, precision="mixed", recompute=True)
+    assert recomputed["activations"] == L * 2 * s * b * h
+    with pytest.raises(ValueError, match="precision must be"):
+        training_memory(MODEL_7B, 1, 1, precision="fp8")
