@@ -3,14 +3,10 @@ wrong in the learner's terms: a shape, an axis, a permutation, a version changed
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import dtypes
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
 
 
 def versions_unchanged(node) -> None:
@@ -68,8 +64,8 @@ def shape_error(op: str, arrays) -> str | None:
     return None
 
 
-def dims(t: "Tensor", dim, axis, what: str):
-    """``dim`` (or NumPy's ``axis``) as a sorted tuple of non-negative axes; None means all."""
+def dims(t, dim, axis, what: str):
+    """Of Tensor ``t``: ``dim`` (or NumPy's ``axis``) as a sorted tuple of non-negative axes; None means all."""
     if axis is not None:
         if dim is not None:
             raise TypeError(f"{what}: pass dim= or axis=, not both (they are the same thing)")
