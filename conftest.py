@@ -40,9 +40,14 @@ def pytest_cmdline_main(config):
 
 
 def pytest_ignore_collect(collection_path, config):
-    """``pytest -m browser`` collects only tests/browser, instead of importing every test module and reading
-    every notebook to select none of them (tests/repo/test_suite.py checks that no other module has the mark)."""
-    if _browser_only(config) and collection_path.is_file() and BROWSER_TESTS not in collection_path.resolve().parents:
+    """``pytest -m browser`` collects only tests/browser, and bare ``pytest`` only the unit folders, instead of
+    importing every test module and reading every notebook to select none of them (tests/repo/test_suite.py
+    checks that no module outside tests/browser has the browser mark)."""
+    if not collection_path.is_file():
+        return None
+    if _browser_only(config) and BROWSER_TESTS not in collection_path.resolve().parents:
+        return True
+    if config.stash.get(_EVERYDAY_KEY, False) and not _where(collection_path).startswith(UNIT_TESTS + ("conftest",)):
         return True
     return None
 
@@ -71,13 +76,16 @@ def pytest_report_header(config):
     return None
 
 
+def _where(path) -> str:
+    """The path relative to the repository, as a string ("" outside it)."""
+    root, path = Path(__file__).resolve().parent, Path(path).resolve()
+    return path.relative_to(root).as_posix() if root in path.parents else ""
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(config, items):
-    root = Path(__file__).resolve().parent
     for item in items:
-        path = Path(item.path).resolve()
-        where = path.relative_to(root).as_posix() if root in path.parents else ""
-        if not where.startswith(UNIT_TESTS) or getattr(item, "cell", None) is not None:
+        if not _where(item.path).startswith(UNIT_TESTS) or getattr(item, "cell", None) is not None:
             item.add_marker(pytest.mark.slow)
 
 

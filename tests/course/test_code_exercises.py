@@ -181,6 +181,7 @@ def test_a_function_that_passed_and_then_fails_is_no_longer_plugged_in():
     assert check("04-tanh-backward", flaky).status == WRONG and not passed("04-tanh-backward", flaky)
 
 
+@pytest.mark.slow  # 2 s: it recomputes the stored numbers in PyTorch
 def test_the_stored_pytorch_numbers_are_what_pytorch_computes():
     torch = pytest.importorskip("torch")
     import importlib.util
