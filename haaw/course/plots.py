@@ -209,7 +209,7 @@ def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), sc
             if low <= e <= high:
                 ax.axvline(e, color=colour, ls=line, lw=1.5, label=label)
             else:  # keep it in the legend, say where it is
-                ax.plot([], [], color=colour, ls=style, label=label + " (off the chart)")
+                ax.plot([], [], color=colour, ls=line, label=label + " (off the chart)")
     ax.set(xlabel=f"log₂ |gradient{' × ' + format(scale, 'g') if scale != 1 else ''}|", ylabel="count",
            xlim=(low, high))
     ax.legend(frameon=False, fontsize=SMALLEST_TEXT, loc="center left", bbox_to_anchor=(1.0, 0.5))
