@@ -12,12 +12,11 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 pytest_plugins = ["pytester"]
 
 
-def test_a_cell_that_fails_when_run_again_after_the_notebook_is_named(pytester, monkeypatch):
+def test_a_cell_that_fails_when_run_again_after_the_notebook_is_named(pytester):
     """A later cell rebinds X from a list to an array: the whole notebook passes under nbval, and running the
     cells again, last first, fails at cell 1 (the second code cell), named with its source."""
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbval")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests" / "plugins"))
     out = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in ("1\n", "3.0\n")]
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import numpy as np\nX = [1.0, 2.0]", execution_count=1),
@@ -26,8 +25,8 @@ def test_a_cell_that_fails_when_run_again_after_the_notebook_is_named(pytester, 
         nbformat.v4.new_code_cell("X = np.array(X)\nprint(X.sum())", execution_count=3, outputs=[out[1]]),
     ])
     nbformat.write(nb, pytester.path / "99_rebinds.ipynb")
-    result = pytester.runpytest_subprocess("--nbval", "-p", "haaw_notebooks", "-p", "no:cacheprovider",
-                                           "-p", "no:randomly", "99_rebinds.ipynb")
+    result = pytester.runpytest_inprocess("--nbval", "-p", "haaw_notebooks", "-p", "no:cacheprovider",
+                                          "-p", "no:randomly", "99_rebinds.ipynb")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*every cell again, last first*",
                                  "*99_rebinds.ipynb, cell 1 (*), run again after the whole notebook*",
