@@ -90,8 +90,10 @@ def main(argv: list) -> int:
               flush=True)
         if listing:
             continue
-        result = subprocess.run([sys.executable, "-m", "pytest", "notebooks", "--nbval", "-n", "auto", "-q", *extra], cwd=ROOT,
-                                env={**os.environ, **settings})
+        # the stored outputs are what a CPU changes; running every cell again (tests/plugins/haaw_notebooks.py)
+        # checks the notebook's code, which the full suite does once
+        result = subprocess.run([sys.executable, "-m", "pytest", "notebooks", "--nbval", "-n", "auto", "-q",
+                                 "-k", "not every cell again", *extra], cwd=ROOT, env={**os.environ, **settings})
         status = status or result.returncode
     return status
 
