@@ -57,7 +57,7 @@ def run(args: list[str], junit: Path | None = None) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     extra = [f"--junitxml={junit}", "-o", "junit_family=xunit1"] if junit else []
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *args, *extra], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfEw", *args, *extra], cwd=ROOT, capture_output=True,
                           text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -65,6 +65,9 @@ def run(args: list[str], junit: Path | None = None) -> dict:
     summary = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed|error|skipped)", line)]
     summary = summary[-1].strip("= ") if summary else "(no summary)"
     # a part whose tests were all skipped (a missing browser, say) measured nothing: not a result to write down
+    for line in done.stdout.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")) or "Warning:" in line:
+            print("   ", line[:300])  # what went wrong, or warned, so that a failed run says why
     kinds = kind_times(junit) if junit and junit.exists() else {}
     return {"wall": wall, "cpu": cpu, "summary": summary, "kinds": kinds,
             "ok": done.returncode == 0 and " passed" in summary}
