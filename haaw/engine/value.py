@@ -19,6 +19,8 @@ from . import autograd, plugins
 
 def _number(x, what: str) -> float:
     """``x`` as a float (a NumPy scalar or 0-d array is welcome), or a TypeError that says what was expected."""
+    if type(x) is float or type(x) is int:  # the common case, without the abstract-class checks below
+        return float(x)
     if isinstance(x, Real) and not isinstance(x, bool):
         return float(x)
     if isinstance(x, (np.generic, np.ndarray)) and np.ndim(x) == 0 and np.isrealobj(x) and x.dtype != bool:
