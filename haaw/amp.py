@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import plugins
+from .engine.guard import refusable
 from .engine.dtypes import as_dtype
 
 FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -58,6 +59,7 @@ class StaticLossScaler:
         2¹⁶ would overflow fp16, whose largest number is 65504."""
         return loss.to(np.float32) * self.scale
 
+    @refusable("amp.unscale", "the engine's loss scaler's unscale")
     def unscale(self, grads: list) -> tuple[list, bool]:
         """(fp32 gradients divided by the scale, whether any of them is inf or nan).
 
@@ -82,6 +84,7 @@ class DynamicLossScaler(StaticLossScaler):
         self.growth_factor, self.backoff_factor, self.growth_interval = growth_factor, backoff_factor, growth_interval
         self.clean_steps = 0
 
+    @refusable("amp.DynamicLossScaler.update", "the engine's DynamicLossScaler.update")
     def update(self, found_inf: bool) -> None:
         yours = plugins.override("loss_scale")
         if yours:  # notebook 07: your update_scale in place of the lines below
@@ -126,4 +129,4 @@ class MasterWeights:
 
 
 plugins.slot("loss_scale", "update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, "
-                           "growth_interval) -> (new scale, new good_steps)")
+                           "growth_interval) -> (new scale, new good_steps)", refuses=("amp.DynamicLossScaler.update",))

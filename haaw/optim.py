@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import plugins
+from .engine.guard import refusable
 from .engine.tensor import changed_in_place
 
 
@@ -77,6 +78,7 @@ class Adam(Optimizer):
         self.v = [np.zeros_like(p.data) for p in self.params]
         self.steps = [0] * len(self.params)  # per parameter, as in PyTorch: a parameter counts only its own updates
 
+    @refusable("optim.Adam.step", "the engine's Adam (haaw.optim.Adam)")
     def step(self) -> None:
         yours = plugins.override("adam")
         for i, (p, m, v) in enumerate(zip(self.params, self.m, self.v)):
@@ -98,4 +100,5 @@ class Adam(Optimizer):
             self._update(p, p.data - self.lr * (m / correction1) / (np.sqrt(v / correction2) + self.eps))
 
 
-plugins.slot("adam", "adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (new p, new m, new v), t counting from 1")
+plugins.slot("adam", "adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (new p, new m, new v), t counting from 1",
+             refuses=("optim.Adam.step",))

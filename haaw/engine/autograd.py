@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
+from .guard import refusable
+
 
 @runtime_checkable
 class Node(Protocol):
@@ -32,6 +34,7 @@ class Node(Protocol):
         ...
 
 
+@refusable("autograd.topological_order", "the engine's topological_order")
 def topological_order(root: Node) -> list:
     """Every node ``root`` depends on, each after all of its parents (``root`` last).
 
@@ -54,6 +57,7 @@ def topological_order(root: Node) -> list:
     return order
 
 
+@refusable("autograd.backward", "the engine's backward (.backward() on a Value or Tensor)")
 def backward(root: Node, seed, on_step=None) -> list:
     """Fill ``.grad`` of every node ``root`` depends on with dL/d(node), L being ``root``.
 

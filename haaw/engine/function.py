@@ -12,7 +12,7 @@ runs the forward again to rebuild what it did not keep.
 """
 from __future__ import annotations
 
-from . import hooks
+from . import guard, hooks
 from .autograd import topological_order
 from .ops import Op, no_flops
 from .modes import no_grad
@@ -86,6 +86,9 @@ class _all_arguments:
         self.ctx.needs_input_grad = self.engine_needs
 
 
+guard.REFUSABLE["function.Checkpoint"] = "the engine's Checkpoint (checkpoint(), or a subclass of Checkpoint)"
+
+
 class Checkpoint(Function):
     """Forget what ``fn`` computes inside; keep its inputs; recompute it when backward arrives."""
 
@@ -94,6 +97,7 @@ class Checkpoint(Function):
 
     @staticmethod
     def forward(ctx, fn, *inputs):
+        guard.check("function.Checkpoint")
         with no_grad():  # nothing inside is recorded, so nothing inside is saved
             out = fn(*(wrap(a) for a in inputs))
         if not isinstance(out, Tensor):
@@ -103,6 +107,7 @@ class Checkpoint(Function):
 
     @staticmethod
     def backward(ctx, g):
+        guard.check("function.Checkpoint")
         fresh = [wrap(a) for a in ctx.inputs]
         for t, need in zip(fresh, ctx.needs_input_grad[1:]):
             t.requires_grad = need

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import plugins
+from . import guard, plugins
 
 
 class Context:
@@ -83,13 +83,16 @@ OPS: dict[str, Op] = {}
 
 
 def defvjp(forward, *vjps, vjp_all=None, flops=_elementwise, view=False) -> Op:
-    """Register ``forward`` with its vector-Jacobian products, under the function's own name."""
-    op = Op(forward.__name__.rstrip("_"), forward, vjps, vjp_all, flops, view)
+    """Register ``forward`` with its vector-Jacobian products, under the function's own name. Each VJP refuses to
+    run while a learner's function computes a backward in its place (guard.py)."""
+    vjp = guard.refusable("ops.vjp", "a vector-Jacobian product from the engine's table of operations")
+    op = Op(forward.__name__.rstrip("_"), forward, tuple(map(vjp, vjps)), vjp_all and vjp(vjp_all), flops, view)
     OPS[op.name] = op
     return op
 
 
 # --- helpers every VJP may use ---------------------------------------------------------------
+@guard.refusable("ops.unbroadcast", "the engine's unbroadcast")
 def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum ``g`` down to ``shape``: over the leading dimensions broadcasting added, and over
     every dimension that was 1 in the input and was stretched."""
@@ -463,7 +466,7 @@ for _name, _slot in (("linear", "linear"), ("tanh", "tanh"), ("relu", "relu"), (
     OPS[_name].slot = _slot
 plugins.slot("linear", "linear_backward(X, W, G) -> (dX, dW, db) for Y = XW + b",
              lambda fn: lambda ctx, g: fn(ctx.x, ctx.w, g))
-plugins.slot("unbroadcast", "unbroadcast(g, shape) -> g summed down to shape")
+plugins.slot("unbroadcast", "unbroadcast(g, shape) -> g summed down to shape", refuses=("ops.unbroadcast",))
 plugins.slot("tanh", "tanh_backward(y, G) -> dL/dx, where y = tanh(x)", lambda fn: lambda ctx, g: (fn(ctx.out, g),))
 plugins.slot("relu", "relu_backward(y, G) -> dL/dx, where y = relu(x)", lambda fn: lambda ctx, g: (fn(ctx.out, g),))
 plugins.slot("softmax", "softmax_backward(s, G) -> dL/dz along the last axis, where s = softmax(z)", _last_axis)
@@ -485,4 +488,4 @@ def _rows_of_a_mean(fn):
 
 OPS["cross_entropy_rows"].slot = "cross_entropy"
 plugins.slot("cross_entropy", "cross_entropy_forward_backward(logits, targets) -> (loss, dL/dlogits) for the mean "
-             "over the rows", _rows_of_a_mean)
+             "over the rows", _rows_of_a_mean, refuses=("nn.cross_entropy",))

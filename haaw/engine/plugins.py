@@ -18,6 +18,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from . import guard
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -26,6 +28,7 @@ class Slot:
     name: str
     signature: str  # what your function receives and returns, as the learner writes it
     adapter: Callable  # your function -> what the engine's call site calls (the same arguments, or fewer)
+    refuses: tuple = ()  # besides the engine's backward, what your function may not call: what the slot replaces
 
 
 SLOTS: dict[str, Slot] = {}  # every slot, declared once, beside the engine code that consults it
@@ -34,10 +37,11 @@ SLOTS: dict[str, Slot] = {}  # every slot, declared once, beside the engine code
 _in_use: ContextVar[Mapping] = ContextVar("haaw_slots_in_use", default=MappingProxyType({}))  # never changed in place
 
 
-def slot(name: str, signature: str, adapter: Callable = lambda fn: fn) -> None:
-    """Declare a slot: ``adapter(fn)`` is what the engine's call site will call in place of its own code. A module
+def slot(name: str, signature: str, adapter: Callable = lambda fn: fn, refuses: tuple = ()) -> None:
+    """Declare a slot: ``adapter(fn)`` is what the engine's call site will call in place of its own code. While
+    your function runs there, the engine's backward and what ``refuses`` names refuse to run (guard.py). A module
     reloaded (``importlib.reload``, IPython's autoreload) declares its slots again, which replaces them."""
-    SLOTS[name] = Slot(name, signature, adapter)
+    SLOTS[name] = Slot(name, signature, adapter, refuses)
 
 
 def override(name: str):
@@ -89,9 +93,12 @@ def _inputs_read_only(name: str, fn):
     if isinstance(fn, type):  # a class (a custom Function): the engine calls its methods, not it
         return fn
 
+    refused = (*guard.BACKWARD, *SLOTS[name].refuses)
+
     def guarded(*args, **kwargs):
         try:
-            return fn(*map(read_only, args), **{k: read_only(v) for k, v in kwargs.items()})
+            with guard.refusing(refused):  # calling what the slot replaces would call this function again
+                return fn(*map(read_only, args), **{k: read_only(v) for k, v in kwargs.items()})
         except ValueError as err:
             if "read-only" not in str(err):
                 raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Function, Tensor, checks, plugins
+from ..engine.guard import refusable
 from ..engine.ops import OPS, Context, unbroadcast
 from ..engine.tensor import apply
 
@@ -49,6 +50,7 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return x.log_softmax(dim)
 
 
+@refusable("nn.cross_entropy", "the engine's cross-entropy (F.cross_entropy)")
 def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   *, mask=None) -> Tensor:
     """The negative log-probability of each target class, averaged or summed, with PyTorch's shapes.

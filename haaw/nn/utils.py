@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.guard import refusable
 
+
+@refusable("nn.clip_grad_norm_", "the engine's clip_grad_norm_")
 def clip_grad_norm_(parameters, max_norm: float) -> float:
     """Scale all gradients together so that their global norm is at most ``max_norm``.
 

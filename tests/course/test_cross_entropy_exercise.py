@@ -1,5 +1,6 @@
 """03-cross-entropy: every correct way of writing it passes; wrong code written the way learners write it, beyond
 the checker's named mistakes, is rejected and never misnamed; each named mistake is what its name says."""
+import inspect
 import numpy as np
 import pytest
 
@@ -39,17 +40,23 @@ def with_torch(logits, targets):
     return [loss.detach(), z.grad]
 
 
-@pytest.mark.parametrize("fn", [with_logaddexp, one_row_at_a_time, with_torch])
+@pytest.mark.parametrize("fn", [with_logaddexp, one_row_at_a_time])
 def test_every_correct_form_passes(fn):
-    if fn is with_torch:
-        pytest.importorskip("torch")
     feedback = check(KEY, fn)
     assert feedback.status == CORRECT, feedback.message
 
 
+def test_pytorch_s_autograd_computes_it_but_is_not_writing_it():
+    """Letting PyTorch's autograd find the gradient gives the right numbers, and is refused by name."""
+    pytest.importorskip("torch")
+    feedback = check(KEY, with_torch)
+    assert feedback.status == WRONG and "is not its own work" in feedback.message, feedback.message
+    assert "PyTorch's autograd" in feedback.message and ".backward(" in feedback.message  # the learner's line
+
+
 # --- wrong, none of them a named mistake ------------------------------------------------------------
 def reference(logits, targets):
-    return REGISTRY[KEY].reference(logits, targets)
+    return inspect.unwrap(REGISTRY[KEY].reference)(logits, targets)
 
 
 def sign_flipped(logits, targets):
@@ -153,7 +160,7 @@ def test_each_named_mistake_computes_what_its_name_says():
         e[i] = 1e-6
         numeric[i] = (loss(z + e) - loss(z - e)) / 2e-6
     mistakes = {m.name: m.code for m in REGISTRY[KEY].mistakes}
-    right_loss, right = REGISTRY[KEY].reference(z, t)
+    right_loss, right = inspect.unwrap(REGISTRY[KEY].reference)(z, t)
     assert right_loss == pytest.approx(loss(z), rel=1e-12)
     np.testing.assert_allclose(right, numeric, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(mistakes["the gradient without the 1/B"](z, t)[1], 4 * numeric, rtol=1e-6, atol=1e-9)

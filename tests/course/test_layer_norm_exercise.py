@@ -1,5 +1,6 @@
 """05-layer-norm-backward: every correct way of writing it passes; wrong code written the way learners write it,
 beyond the checker's named mistakes, is rejected and never misnamed; each named mistake is what its name says."""
+import inspect
 import numpy as np
 import pytest
 
@@ -58,12 +59,18 @@ def with_torch(x, weight, G, eps=1e-5):
     return xt.grad, wt.grad, bt.grad
 
 
-@pytest.mark.parametrize("fn", [with_n_explicit, step_by_step, with_einsum_and_lists, with_torch])
+@pytest.mark.parametrize("fn", [with_n_explicit, step_by_step, with_einsum_and_lists])
 def test_every_correct_form_passes(fn):
-    if fn is with_torch:
-        pytest.importorskip("torch")
     feedback = check(KEY, fn)
     assert feedback.status == CORRECT, feedback.message
+
+
+def test_pytorch_s_autograd_computes_it_but_is_not_writing_it():
+    """Letting PyTorch's autograd find the gradient gives the right numbers, and is refused by name."""
+    pytest.importorskip("torch")
+    feedback = check(KEY, with_torch)
+    assert feedback.status == WRONG and "is not its own work" in feedback.message, feedback.message
+    assert "PyTorch's autograd" in feedback.message and ".backward(" in feedback.message  # the learner's line
 
 
 # --- wrong, none of them a named mistake ------------------------------------------------------------
@@ -77,11 +84,11 @@ def unbiased_variance(x, weight, G, eps=1e-5):
 
 
 def eps_forgotten(x, weight, G, eps=1e-5):
-    return REGISTRY[KEY].reference(x, weight, G, 0.0)
+    return inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, 0.0)
 
 
 def summed_over_the_first_axis_only(x, weight, G, eps=1e-5):
-    dx, _, _ = REGISTRY[KEY].reference(x, weight, G, eps)
+    dx, _, _ = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
     mu, sigma = _stats(x, eps)
     return dx, (G * (x - mu) / sigma).sum(axis=0), G.sum(axis=0)
 
@@ -96,12 +103,12 @@ def projection_with_a_plus(x, weight, G, eps=1e-5):
 
 
 def dweight_from_x_not_x_hat(x, weight, G, eps=1e-5):
-    dx, _, db = REGISTRY[KEY].reference(x, weight, G, eps)
+    dx, _, db = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
     return dx, (G * x).reshape(-1, x.shape[-1]).sum(0), db
 
 
 def dbias_summed_to_one_number(x, weight, G, eps=1e-5):
-    dx, dw, _ = REGISTRY[KEY].reference(x, weight, G, eps)
+    dx, dw, _ = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
     return dx, dw, G.sum()
 
 
@@ -116,14 +123,14 @@ def means_over_the_batch_axis(x, weight, G, eps=1e-5):
 
 
 def divided_by_the_variance(x, weight, G, eps=1e-5):
-    dx, dw, db = REGISTRY[KEY].reference(x, weight, G, eps)
+    dx, dw, db = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
     _, sigma = _stats(x, eps)
     return dx / sigma, dw, db  # σ² where σ belongs
 
 
 def changes_G_in_place(x, weight, G, eps=1e-5):
     G *= weight
-    return REGISTRY[KEY].reference(x, np.ones_like(weight), G, eps)
+    return inspect.unwrap(REGISTRY[KEY].reference)(x, np.ones_like(weight), G, eps)
 
 
 @pytest.mark.parametrize("fn, words", [
@@ -163,7 +170,7 @@ def test_each_named_mistake_computes_what_its_name_says():
         return d
 
     mistakes = {m.name: m.code for m in REGISTRY[KEY].mistakes}
-    np.testing.assert_allclose(REGISTRY[KEY].reference(x, w, G, eps)[0], numeric(loss), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(inspect.unwrap(REGISTRY[KEY].reference)(x, w, G, eps)[0], numeric(loss), rtol=1e-6, atol=1e-8)
     mu, sigma = x.mean(-1, keepdims=True), np.sqrt(x.var(-1, keepdims=True) + eps)
     constants = numeric(lambda x_: loss(x_, mu, sigma))  # μ and σ held fixed
     np.testing.assert_allclose(mistakes["μ and σ treated as constants"](x, w, G, eps)[0], constants, rtol=1e-6)

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import inspect
 import linecache
+import sys
 import textwrap
 import traceback
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...engine import guard
 from ...engine.graph import is_node
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback
 from .watchdog import TimeLimit, TooSlow
@@ -46,26 +48,13 @@ class Case:
         return f"{self.kind}: {self.detail}" if self.detail else self.kind
 
 
-@contextlib.contextmanager
-def _own_code_only(ex):
-    """While a learner's function runs, the implementations ``ex.forbidden`` names refuse to run."""
-    import importlib
-
-    saved = []
-    try:
-        for module_name, attribute, *called in ex.forbidden:
-            module = importlib.import_module(module_name)
-
-            def refuse(*args, _name=called[0] if called else f"{module_name}.{attribute}", **kwargs):
-                raise LearnerError(f"it calls {_name}, the course's own version of what this exercise asks you to "
-                                   "write: write it yourself")
-
-            saved.append((module, attribute, getattr(module, attribute)))
-            setattr(module, attribute, refuse)
-        yield
-    finally:
-        for module, attribute, original in reversed(saved):
-            setattr(module, attribute, original)
+def _on_its_own(ex, fn):
+    """``fn`` as the checker runs it: while it runs, what ``ex.refuses`` names refuses to run (guard.py), and so
+    does the exercise's own reference, whatever name either was imported under."""
+    refused = (*ex.refuses, f"reference {ex.key}")
+    if isinstance(fn, type):  # a class: the engine calls its methods; refuse around the whole run instead
+        return fn
+    return guard.while_refusing(fn, refused)
 
 
 @dataclass
@@ -91,14 +80,26 @@ class CodeExercise(Exercise):
     too_slow: str = ""  # what to look for when the code runs out of time, if this exercise knows better
     rtol: float = 1e-6  # float64; float32 cases use 1e-4
     atol: float = 1e-9
-    # the engine's or the course's own implementations of what the exercise asks for, as (module path, attribute)
-    # or (module path, attribute, what the learner calls it): while the learner's function runs they refuse, so
-    # that calling them is not taken for writing them
-    forbidden: tuple = ()
+    # the implementations a learner's function may not call while it runs (names marked refusable, guard.py): by
+    # default the engine's backward; the exercise's own reference is always refused as well
+    refuses: tuple = guard.BACKWARD
 
     # the solution shown to learners, when the reference is not it (a reference that can also make the mistakes
     # of the table, with keyword arguments); a test runs it through the checker, so it cannot go stale
     solution_code: str = ""
+
+    def __post_init__(self):
+        """The reference becomes refusable while a learner's function for this exercise runs, under every name it
+        has: here, and in the module that defines it (as a decorator would have made it)."""
+        original, name = self.reference, f"reference {self.key}"
+        what = f"the course's own {getattr(original, '__name__', 'solution')} (the answer to {self.key})"
+        if isinstance(original, type):  # a class: subclassing it is caught by the engine class it rebuilds
+            guard.REFUSABLE[name] = what
+            return
+        self.reference = guard.refusable(name, what, except_from=_HAAW)(original)  # its wrong versions call it
+        module = sys.modules.get(getattr(original, "__module__", ""))
+        if module is not None and getattr(module, original.__name__, None) is original:
+            setattr(module, original.__name__, self.reference)
 
     @property
     def solution(self) -> str:
@@ -157,12 +158,19 @@ def _learner_line(tb) -> str:
     return f"line {lineno} of {name}" + (f": {source}" if source else "")
 
 
+def _at(err) -> str:
+    where = _learner_line(err.__traceback__)
+    return f"\n  at {where}" if where else ""
+
+
 def _call(fn, args, what: str):
     """``fn(*args)``, turning whatever goes wrong into a LearnerError whose message a learner can act on."""
     try:
         return fn(*args)
     except (TooSlow, LearnerError):
         raise
+    except guard.ShortcutRefused as err:
+        raise LearnerError(f"{what} is not its own work: {err}" + _at(err)) from None
     except RecursionError as err:
         raise LearnerError(f"{what} went deeper than Python allows (RecursionError, at {_learner_line(err.__traceback__) or 'a recursive call'}). "
                            "A recursive walk fails on a long chain of nodes: use a loop with an explicit stack or list.") from None
@@ -304,15 +312,23 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
     return verdict
 
 
+def _refusing_for_a_class(ex, fn):
+    """Around the whole run of a class (a custom Function, called by the engine): what the exercise refuses."""
+    if isinstance(fn, type):
+        return guard.refusing((*ex.refuses, f"reference {ex.key}"))
+    return contextlib.nullcontext()
+
+
 def _battery(ex, fn, name, run, cases) -> Feedback:
+    own = _on_its_own(ex, fn)
     for number, case in enumerate(cases, start=1):
         right = ex.expected(case) if ex.expected else run(ex.reference, *case.args)
         expected = _as_outputs(right, ex.outputs, len(ex.outputs))
         where = f"Case {number} of {len(cases)}, {_describe_case(case)}"
         note = f"\n({case.note})" if case.note else ""
         try:
-            with _own_code_only(ex):
-                mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, name), ex.outputs, len(ex.outputs))
+            with _refusing_for_a_class(ex, fn):
+                mine = _as_outputs(_call(lambda *a: run(own, *a), case.args, name), ex.outputs, len(ex.outputs))
         except LearnerError as err:
             if err.status == NOT_ATTEMPTED:
                 return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
@@ -360,16 +376,17 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
         except Exception:
             theirs = None
         try:
-            with _own_code_only(ex):
-                mine = _as_outputs(_call(lambda *a: run(fn, *a), case.args, "yours"), ex.outputs, len(ex.outputs))
+            with _refusing_for_a_class(ex, fn):
+                mine = _as_outputs(_call(lambda *a: run(_on_its_own(ex, fn), *a), case.args, "yours"), ex.outputs,
+                                   len(ex.outputs))
         except LearnerError:
             mine = None
         if (mine is None) != (theirs is None):
             return False
         if mistake.premise is not None:
             try:
-                with _own_code_only(ex):
-                    if not mistake.premise(fn, *case.args):
+                with _refusing_for_a_class(ex, fn):
+                    if not mistake.premise(_on_its_own(ex, fn), *case.args):
                         return False
             except Exception:
                 return False
@@ -462,7 +479,7 @@ def yours(**implementations):
         ex = _exercise_for(slot)
         label = getattr(fn, "__name__", slot)
         if ex is not None and callable(fn) and passed(ex.key, fn):
-            used[slot] = fn
+            used[slot] = _on_its_own(ex, fn)  # in the engine too, it may not call what it replaces
             lines.append(f"✓ your {label} runs in the engine's place ({slot})")
         else:
             waiting.append(slot)

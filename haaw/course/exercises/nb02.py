@@ -5,6 +5,7 @@ import numpy as np
 
 from ...engine import Value
 from ...engine.graph import parents
+from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 from .nb01 import value_and_locals
@@ -334,8 +335,7 @@ def _grads(fn, build):
 
 register(CodeExercise(
     key="02-backward",
-    forbidden=(("haaw.engine.autograd", "backward", "the engine's own backward (root.backward())"),
-               ("haaw.engine.autograd", "topological_order", "the engine's own topological_order")),
+    refuses=guard.BACKWARD,  # root.backward(), autograd.backward and topological_order among them
     question="Write backward(root) for the scalar engine: put every node root depends on in topological order "
              "(each after its parents; use a loop, not recursion), set root.grad = 1, then walk the order backwards "
              "and add upstream × local derivative into each parent's grad. A node's inputs are node._parents, its "

@@ -1,6 +1,7 @@
 """Exercises of notebook 03: matrices, Y = XW."""
 import numpy as np
 
+from ...engine import guard
 from .code import Case, CodeExercise, Mistake
 from .core import ArrayExercise, NumberExercise, register
 
@@ -184,7 +185,7 @@ def _unbroadcast_cases():
 
 register(CodeExercise(
     key="03-unbroadcast",
-    forbidden=(("haaw.engine.ops", "unbroadcast"),),
+    refuses=(*guard.BACKWARD, "ops.unbroadcast"),
     question="Broadcasting stretched an input of shape `shape` to the shape of g. Return g summed down to `shape`: "
              "over the axes broadcasting added in front, and over the axes that were 1.",
     signature="unbroadcast(g, shape) -> array of shape `shape`",
@@ -310,7 +311,7 @@ def _cross_entropy_cases():
 
 register(CodeExercise(
     key="03-cross-entropy",
-    forbidden=(("haaw.nn.functional", "cross_entropy", "F.cross_entropy"),),
+    refuses=(*guard.BACKWARD, "nn.cross_entropy"),
     question="Given logits of shape (B, C) and class ids targets of shape (B,), return (loss, dL/dlogits): the mean "
              "cross-entropy over the B rows, computed without overflow, and its gradient.",
     signature="cross_entropy_forward_backward(logits, targets) -> (loss, dlogits)",

@@ -1,6 +1,7 @@
 """Exercises of notebook 04: gradient flow through residuals, normalisation and activations."""
 import numpy as np
 
+from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
@@ -252,7 +253,7 @@ def _clip_cases():
 
 register(CodeExercise(
     key="04-clip-grad-norm",
-    forbidden=(("haaw.nn.utils", "clip_grad_norm_"),),
+    refuses=(*guard.BACKWARD, "nn.clip_grad_norm_"),
     question="Clip by global norm: treat all the gradients as one long vector; if its norm is above max_norm, scale "
              "every gradient by the same factor so that the norm becomes max_norm. Return the clipped list and the "
              "norm before clipping.",

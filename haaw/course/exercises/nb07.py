@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
@@ -101,6 +102,7 @@ def _scaler_cases():
 
 register(CodeExercise(
     key="07-update-scale",
+    refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update"),
     question="Write a dynamic loss scaler's update, as torch.amp.GradScaler does it: on an overflow (found_inf), "
              "multiply the scale by backoff_factor and restart the count of clean steps; otherwise count one more "
              "clean step, and when the count reaches growth_interval, multiply the scale by growth_factor and "
@@ -180,6 +182,7 @@ def _unscale_cases():
 
 register(CodeExercise(
     key="07-unscale-then-clip",
+    refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_"),
     question="The gradients were computed from the loss times `scale`. Divide them by the scale first, then clip "
              "them by global norm to max_norm. Return (the gradients, their norm before clipping, found_inf); if "
              "any entry is inf or nan, return the unscaled gradients unclipped, the norm inf, and True.",

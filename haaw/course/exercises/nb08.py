@@ -2,6 +2,7 @@
 import numpy as np
 
 from .. import nb08 as props
+from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import BugExercise, register
 
@@ -168,7 +169,7 @@ def _audit_says(reduce, lengths, pad_to, seed):
 
 register(CodeExercise(
     key="08-repair-step",
-    forbidden=(("haaw.course.nb08", "masked_mean"),),
+    refuses=(*guard.BACKWARD, "course.masked_mean"),
     question="Repair buggy_loss: given the loss of every position (batch × positions, padding included) and the "
              "mask (1 = real token, 0 = padding), return the mean loss per real token. The audit should then pass, "
              "and the gradient equal the reference's.",

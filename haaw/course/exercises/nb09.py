@@ -3,6 +3,7 @@ import numpy as np
 
 from .. import nb08
 from ..nb09 import Ring, ring
+from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
@@ -135,7 +136,7 @@ def _no_ring(buffers, send):
 
 register(CodeExercise(
     key="09-ring-all-reduce",
-    forbidden=(("haaw.course.nb09", "ring_all_reduce"), ("haaw.course.nb09", "ring")),
+    refuses=(*guard.BACKWARD, "course.ring_all_reduce", "course.ring"),
     question="Write a ring all-reduce: split each worker's buffer into N chunks; reduce-scatter (N − 1 steps: every "
              "worker sends one chunk to its right-hand neighbour, which adds it to its own), then all-gather "
              "(N − 1 steps: pass the finished chunks on). Every chunk travels through send. Return every worker's "

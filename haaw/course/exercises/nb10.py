@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 
+from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import ChoiceExercise, NumberExercise, register
 from .nb07 import torch_reference
@@ -92,6 +93,7 @@ def _run_adam(fn, run):
 
 register(CodeExercise(
     key="10-adam-step",
+    refuses=(*guard.BACKWARD, "optim.Adam.step"),
     question="Write one Adam step: update the running means m (of g) and v (of g²) with beta1 and beta2, correct both "
              "for having started at 0 (divide by 1 − betaᵗ), and move p by lr · m̂ / (√v̂ + eps). Return the new "
              "p, m, v.",
