@@ -1,4 +1,5 @@
 """The claims of notebook 05: each figure or causal claim the notebook states, asserted."""
+import inspect
 import math
 
 import numpy as np
@@ -8,11 +9,15 @@ import haaw.nn.functional as F
 from haaw import Tensor
 from haaw.course.exercises import check, REGISTRY, yours
 from haaw.course.exercises.code import _copies
-from haaw.course.exercises.nb05 import attention_backward, softmax_backward
+from haaw.course.exercises import nb05 as _exercises
 from haaw.course.nb05 import attention_row, score_variance, softmax_gradient_norm
 from haaw.nn import TransformerBlock
 from haaw.optim import SGD
 from haaw.tools.torch_mirror import block_in_torch
+
+# the course's code, as a learner would have typed it (the reference itself is refused by check)
+attention_backward = inspect.unwrap(_exercises.attention_backward)
+softmax_backward = inspect.unwrap(_exercises.softmax_backward)
 
 
 def test_05_a_saturated_softmax_crushes_the_gradient():
@@ -414,7 +419,7 @@ def test_05_the_block_is_pre_norm_with_a_feed_forward_network_widening_16_to_64(
 
 
 def test_05_the_block_trains_on_the_learner_s_three_functions_through_the_engine_s_losses():
-    from haaw.course.exercises.nb05 import layer_norm_backward
+    layer_norm_backward = inspect.unwrap(_exercises.layer_norm_backward)
     from haaw.optim import SGD
 
     calls = {"layer_norm": 0}

@@ -10,7 +10,7 @@ import pytest
 import haaw.nn.functional as F
 from haaw import Tensor
 from haaw.course.exercises import check, yours
-from haaw.course.exercises.nb10 import adam_step
+from haaw.course.exercises import nb10 as _exercises
 from haaw.course.nb10 import CharTokenizer, generate, GLOSSARY, load_story, random_batch, TinyGPT
 from haaw.engine import ops
 from haaw.optim import Adam
@@ -19,6 +19,8 @@ from haaw.tools.flops import count_flops
 STORY = load_story()
 TOKENIZER = CharTokenizer(STORY)
 DATA = TOKENIZER.encode(STORY)
+
+adam_step = inspect.unwrap(_exercises.adam_step)  # as a learner would have typed it: check refuses the course's own
 
 
 def _train(model, optimizer, steps, seed=0):
