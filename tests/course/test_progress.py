@@ -1,8 +1,11 @@
 """Progress survives the kernel: each check is written to a file, and progress() reads it back."""
 import json
+import math
 import os
 import subprocess
 import sys
+
+import pytest
 
 from haaw.course.exercises import REGISTRY, check, progress
 from haaw.course.exercises.progress import load
@@ -45,3 +48,51 @@ def test_progress_lists_every_notebook_s_exercises(tmp_path, monkeypatch):
     for number in sorted({key[:2] for key in REGISTRY}):
         assert any(line.startswith(f"{number} ") for line in text.splitlines()), number
     assert text.splitlines()[-1].split()[:3] == ["all", "0", str(len(REGISTRY))]
+
+
+def _define(tmp_path, source: str, name: str):
+    """A function defined from a file, as a notebook cell defines one (its source can be read back)."""
+    import importlib.util
+
+    path = tmp_path / f"cell_{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"cell_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def test_what_passed_is_kept_and_runs_again_after_a_restart(tmp_path, monkeypatch):
+    """A passed function's source is kept beside its verdict; mine() in a new kernel checks it again and hands it
+    back, and yours() plugs it in; a key not passed gives None and says the engine's own runs."""
+    from haaw import Tensor
+    from haaw.course.exercises import code, mine, yours
+    from haaw.engine import plugins
+
+    monkeypatch.setenv("HAAW_PROGRESS", str(tmp_path / "haaw-progress.json"))
+    source = "import numpy as np\n\n\ndef my_tanh_backward(y, G):\n    return G * (1 - y * y)\n"
+    assert check("04-tanh-backward", _define(tmp_path, source, "my_tanh_backward")).correct
+    assert load()["04-tanh-backward"]["source"] == source.split("\n\n\n", 1)[1]
+    monkeypatch.setattr(code, "_passed", {})  # a restarted kernel remembers nothing
+    tanh_backward, relu_backward = mine("04-tanh-backward", "04-relu-backward")
+    assert tanh_backward.__name__ == "my_tanh_backward" and relu_backward is None
+    with yours(tanh=tanh_backward) as plugged:
+        assert plugged.all and "tanh" in plugins.in_use()
+        x = Tensor([0.5, -1.0], requires_grad=True)
+        x.tanh().sum().backward()
+    assert x.grad.tolist() == pytest.approx([1 - math.tanh(0.5) ** 2, 1 - math.tanh(-1.0) ** 2], rel=1e-12)
+
+
+def test_a_kept_function_that_no_longer_runs_is_not_handed_back(tmp_path, monkeypatch, capsys):
+    from haaw.course.exercises import mine
+
+    path = tmp_path / "haaw-progress.json"
+    monkeypatch.setenv("HAAW_PROGRESS", str(path))
+    path.write_text(json.dumps({"course": "haaw", "exercises": {
+        "04-tanh-backward": {"solved": True, "source": "def broken(y, G):\n    return helper(y) * G\n", "name": "broken"},
+        "04-relu-backward": {"solved": True, "source": "def relu(y, G)\n", "name": "relu"}}}))
+    assert mine("04-tanh-backward", "04-relu-backward", "99-none") == (None, None, None)
+    said = capsys.readouterr().out
+    assert "· 04-tanh-backward: it no longer passes" in said and "helper" in said
+    assert "· 04-relu-backward: its source did not run again (SyntaxError" in said
+    assert "· 99-none: there is no such exercise" in said

@@ -28,6 +28,7 @@ import numpy as np
 
 from ...engine import guard
 from ...engine.graph import is_node
+from .progress import keep_source
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback
 from .watchdog import TimeLimit, TooSlow
 
@@ -308,6 +309,7 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
                                                  "entry where one NumPy operation would do)."))
     if verdict.status == CORRECT:
         _passed[ex.key] = fn
+        keep_source(ex.key, fn)  # so that a later notebook, or a new kernel, can run it again: mine()
     elif _passed.get(ex.key) is fn:
         del _passed[ex.key]
     return verdict
