@@ -6,8 +6,8 @@ An answer is a number, an array, a few words, or, for code exercises, your funct
 ``yours(...)`` then runs a function that passed inside the engine.
 """
 from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09, nb10  # noqa: F401  (registers the exercises)
-from .code import CodeExercise, pick, passed, yours
+from .code import CodeExercise, mine, passed, pick, yours
 from .core import REGISTRY, ArrayExercise, BugExercise, ChoiceExercise, Feedback, NumberExercise, check, hint, solution
-from .progress import mine, progress
+from .progress import progress
 
 __all__ = ["REGISTRY", "ArrayExercise", "BugExercise", "ChoiceExercise", "CodeExercise", "Feedback", "NumberExercise", "check", "hint", "mine", "passed", "pick", "progress", "solution", "yours"]

@@ -5,7 +5,7 @@ shutting down of idle kernels forgets. The file, ``haaw-progress.json`` in the f
 runs in, holds for each exercise its last verdict, whether it was ever solved and how many attempts
 it took; ``progress()`` prints the table across notebooks. Beside a code exercise's verdict it keeps the
 source of the function that passed, so that a later notebook, or the same one after a restart, can run your
-own pieces again: ``mine("01-mul-local", "01-pow-local")``. Nothing leaves the machine: to hand it in,
+own pieces again (``mine`` in code.py). Nothing leaves the machine: to hand it in,
 download the file (in JupyterLab: right-click it in the file browser, Download).
 
 ``HAAW_PROGRESS`` names another file, or ``off`` to keep nothing (the test suite sets it).
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import os
 import tempfile
 import textwrap
@@ -85,48 +84,6 @@ def keep_source(key: str, fn) -> None:
         _write(path, exercises)
     except (OSError, ValueError, TypeError, AttributeError):
         pass
-
-
-def mine(*keys: str):
-    """Your own functions for the code exercises ``keys``, as they passed, read back from the progress file.
-
-    Each is checked again before it is handed back, so what comes back has passed in this kernel too and
-    ``yours(...)`` will plug it in. A key you have not passed gives None, and a line says so: where yours is
-    None, ``yours`` runs the engine's own. One key gives one function; several give a tuple, in order.
-    """
-    from .code import check_code  # not through core.check: reading your functions back is no new attempt
-
-    kept = load()
-    found, lines = [], []
-    for key in keys:
-        ex, entry = REGISTRY.get(key), kept.get(key, {})
-        fn, why = None, "not passed yet (or no progress file here)"
-        if ex is not None and entry.get("source") and entry.get("name"):
-            namespace = _namespace()
-            try:
-                exec(compile(entry["source"], f"<your {entry['name']} from {key}>", "exec"), namespace)
-                candidate = namespace[entry["name"]]
-                verdict = check_code(ex, candidate)
-                fn, why = (candidate, "") if verdict.correct else (None, "it no longer passes: " + verdict.message)
-            except Exception as err:  # noqa: BLE001  (a learner's source: anything may go wrong)
-                why = f"its source did not run again ({type(err).__name__}: {err})"
-        elif ex is None:
-            why = "there is no such exercise"
-        lines.append(f"✓ {key}: your {entry['name']}" if fn else f"· {key}: {why}; the engine's own runs instead")
-        found.append(fn)
-    print("\n".join(lines))
-    return found[0] if len(found) == 1 else tuple(found)
-
-
-def _namespace() -> dict:
-    """What a stored function may use without its notebook's other cells: NumPy, math and haaw's public names."""
-    import numpy as np
-
-    import haaw
-    import haaw.nn.functional as F
-
-    return {"np": np, "numpy": np, "math": math, "haaw": haaw, "F": F,
-            **{name: getattr(haaw, name) for name in getattr(haaw, "__all__", ())}}
 
 
 class Progress:
