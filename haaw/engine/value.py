@@ -28,6 +28,21 @@ def _number(x, what: str) -> float:
     raise TypeError(f"{what} must be a real number, got {type(x).__name__} {x!r:.40}")
 
 
+def _locals(slot: str, local, inputs: int) -> tuple:
+    """The local derivatives your function returned in ``slot``, one per input, or a ValueError that says so: a
+    tuple of the wrong length would otherwise be cut to the shorter one, and a gradient silently lost."""
+    try:
+        local = tuple(local)
+    except TypeError:
+        raise TypeError(f"your function in the engine's {slot!r} slot returned {local!r:.40} as its local derivatives: "
+                        f"return (result, (d/d{'a, d/db' if inputs == 2 else 'a,'}))") from None
+    if len(local) != inputs:
+        raise ValueError(f"your function in the engine's {slot!r} slot returned {len(local)} local derivative"
+                         f"{'s' if len(local) != 1 else ''} for {inputs} input{'s' if inputs != 1 else ''}: return one "
+                         f"per input, in order ({'(d/da, d/db)' if inputs == 2 else '(d/da,)'})")
+    return local
+
+
 class Value:
     """A scalar in a computation graph: ``.data`` forward, ``.grad`` after ``backward()``."""
 
@@ -73,7 +88,7 @@ class Value:
         yours = plugins.override("add")
         if yours:
             out, local = yours(self.data, other.data)
-            return Value(out, "", (self, other), tuple(local), "+")
+            return Value(out, "", (self, other), _locals("add", local, 2), "+")
         return Value(self.data + other.data, "", (self, other), (1.0, 1.0), "+")
 
     def __sub__(self, other):
@@ -85,7 +100,7 @@ class Value:
         yours = plugins.override("mul")
         if yours:
             out, local = yours(self.data, other.data)
-            return Value(out, "", (self, other), tuple(local), "*")
+            return Value(out, "", (self, other), _locals("mul", local, 2), "*")
         return Value(self.data * other.data, "", (self, other), (other.data, self.data), "*")
 
     def __truediv__(self, other):
@@ -105,7 +120,7 @@ class Value:
         yours = plugins.override("pow")
         if yours:
             out, local = yours(self.data, n)
-            return Value(out, "", (self,), tuple(local), f"**{n:g}")
+            return Value(out, "", (self,), _locals("pow", local, 1), f"**{n:g}")
         try:
             out = self.data**n
             local = n * self.data ** (n - 1) if n != 0 else 0.0
@@ -149,7 +164,7 @@ class Value:
         yours = plugins.override("scalar_tanh")
         if yours:
             out, local = yours(self.data)
-            return Value(out, "", (self,), tuple(local), "tanh")
+            return Value(out, "", (self,), _locals("scalar_tanh", local, 1), "tanh")
         t = math.tanh(self.data)
         return Value(t, "", (self,), (1.0 - t * t,), "tanh")
 
@@ -157,7 +172,7 @@ class Value:
         yours = plugins.override("exp")
         if yours:
             out, local = yours(self.data)
-            return Value(out, "", (self,), tuple(local), "exp")
+            return Value(out, "", (self,), _locals("exp", local, 1), "exp")
         try:
             e = math.exp(self.data)
         except OverflowError:

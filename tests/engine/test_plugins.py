@@ -1,5 +1,7 @@
 """haaw.use: a learner's function runs in the engine's place inside the block, and nowhere else. (The attention
 slot and softmax in a TransformerBlock, nn's: tests/nn/test_attention_slot.py.)"""
+import math
+
 import numpy as np
 import pytest
 
@@ -275,3 +277,17 @@ def test_a_function_decorated_with_no_grad_runs_in_two_threads_at_once(first_out
             expected |= {"saw the other leave": True, "grad inside after the other left": False}
         assert seen[me] == expected, f"thread {me}"
     assert grad_enabled() and (x * 2).requires_grad
+
+
+@pytest.mark.parametrize("slot, fn, call", [
+    ("mul", lambda a, b: (a * b, (b,)), lambda: Value(2.0) * Value(3.0)),
+    ("add", lambda a, b: (a + b, (1.0, 1.0, 1.0)), lambda: Value(2.0) + Value(3.0)),
+    ("pow", lambda a, n: (a**n, ()), lambda: Value(2.0) ** 3),
+    ("scalar_tanh", lambda a: (math.tanh(a), (1.0, 0.0)), lambda: Value(0.5).tanh()),
+    ("exp", lambda a: (math.exp(a), 5.0), lambda: Value(0.5).exp()),
+])
+def test_local_derivatives_of_the_wrong_length_are_refused_by_name(slot, fn, call):
+    """One local derivative per input: (b,) for a·b would lose a's gradient without a word."""
+    with haaw.use(**{slot: fn}):
+        with pytest.raises((ValueError, TypeError), match=f"your function in the engine's '{slot}' slot returned"):
+            call()
