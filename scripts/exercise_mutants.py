@@ -18,10 +18,6 @@ by an input, that the checker's battery lets through.
 """
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("HAAW_PROGRESS", "off")  # the checks below are no learner's attempts: keep no progress file
-
 import argparse
 import ast
 import contextlib
@@ -29,6 +25,7 @@ import copy
 import datetime
 import inspect
 import linecache
+import os
 import platform
 import random
 import shlex
@@ -42,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+STARTED = time.perf_counter()  # the run's time includes importing haaw
+os.environ.setdefault("HAAW_PROGRESS", "off")  # the checks below are no learner's attempts: keep no progress file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's haaw, not an installed one
 
@@ -65,7 +64,7 @@ OPERATORS = {  # the name a mutant is listed under: what it changes
     "transpose": ".T (or np.swapaxes / transpose) removed, or .T added to an operand of @ or to a returned value",
     "reduction swapped": "sum ↔ mean, max ↔ min, maximum ↔ minimum",
     "sign dropped": "a unary minus or a `not` removed",
-    "in-place write": "the first argument changed in place at the start (`x *= 1`)",
+    "in-place write": "the first array argument changed in place at the start (`x *= 1`, or `x[0] *= 1` for a list)",
     "returns an input": "a return statement made to return one of the function's arguments",
 }
 REPEATS = 4  # how many times cases() is drawn again with other seeds, where it is seeded
@@ -272,16 +271,22 @@ def _mutated(fdef, index, transform):
     return tree
 
 
-def _in_place(fdef):
-    """The first argument changed in place as the function starts: `x *= 1`."""
+def _in_place(fdef, example_args):
+    """The first array argument changed in place as the function starts: `x *= 1`, or `x[0] *= 1` for a list of
+    arrays. Which argument holds an array is read off the exercise's first case; None if none does."""
     params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
-    if not params:
-        return None
-    tree = copy.deepcopy(fdef)
-    start = 1 if _docstring(tree) else 0
-    tree.body.insert(start, ast.AugAssign(target=ast.Name(params[0], ast.Store()), op=ast.Mult(),
-                                          value=ast.Constant(1)))
-    return tree, fdef.body[start].lineno
+    for name, value in zip(params, example_args):
+        if isinstance(value, np.ndarray):
+            target = ast.Name(name, ast.Store())
+        elif isinstance(value, (list, tuple)) and value and isinstance(value[0], np.ndarray):
+            target = ast.Subscript(ast.Name(name, ast.Load()), ast.Constant(0), ast.Store())
+        else:
+            continue
+        tree = copy.deepcopy(fdef)
+        start = 1 if _docstring(tree) else 0
+        tree.body.insert(start, ast.AugAssign(target=target, op=ast.Mult(), value=ast.Constant(1)))
+        return tree, fdef.body[start].lineno
+    return None
 
 
 def _one_line(before: str, after: str, context: int = 24) -> str:
@@ -325,7 +330,8 @@ def mutants(ex: CodeExercise) -> list[Mutant]:
     where = Path(inspect.getsourcefile(original)).name
     made, seen = [], {before}
     candidates = [(op, lambda i=i, t=t: _mutated(fdef, i, t), _body_nodes(fdef)[i]) for op, i, t in _sites(fdef)]
-    placed = _in_place(fdef)
+    cases = ex.cases()
+    placed = _in_place(fdef, cases[0].args if cases else ())
     if placed:
         candidates.append(("in-place write", lambda: placed[0], placed[1]))
     for operator, build, node in candidates:
@@ -675,15 +681,16 @@ def report(results: list[Result], command: str, took: float) -> str:
     odd = odd_verdicts(results)
     return f"""# Exercise mutants: the wrong versions of each reference that the checkers let through
 
-Written by `{command}` on {when}, at commit `{_commit()}`: {took:.0f} s in all (Python
-{platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores).
+Written by `{command}` on {when}, at commit `{_commit()}`.
+The run took {took:.0f} s in all, from Python's start to the page (Python {platform.python_version()},
+{platform.machine()}, {os.cpu_count()} cores).
 
 Each code exercise's reference is changed one small thing at a time by `scripts/exercise_mutants.py`, with
 Python's `ast`, by the operators below; nobody chose which wrong versions to try. A mutant that gives the
 reference's outputs on a battery larger than the checker's (the exercise's cases, the same cases drawn again with
 other seeds where they are drawn at random, and perturbed copies of every case) is *equivalent* and not counted. A
 mutant that differs there, or raises, is *kept*, and given to `check(key, mutant)` as a learner's function: *refused*
-when check calls it wrong, *survived* when check accepts it. A survivor is a function that computes something else
+when check calls it wrong, *survived* when check accepts it. A survivor is a function that computes something other
 than the reference on an input the battery found, and that the checker passes.
 
 "possible" is how many mutants the operators make of the reference; "made" is how many were tried (at most the
@@ -744,7 +751,6 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="for the choice of mutants and the battery's draws")
     parser.add_argument("--write", metavar="FILE", help="write the report (markdown) to FILE")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
     results = []
     for ex in exercises(args.exercise):
         result = measure(ex, args.limit, args.seed)
@@ -755,7 +761,7 @@ def main(argv=None) -> None:
             print(f"{ex.key}: {len(result.made)} made of {result.possible}, {len(result.equivalent)} equivalent, "
                   f"{len(result.kept)} kept, {len(result.refused)} refused, {len(result.survived)} survived "
                   f"({result.seconds:.1f} s; slowest check {result.slowest_check * 1000:.0f} ms)", flush=True)
-    took = time.perf_counter() - start
+    took = time.perf_counter() - STARTED
     print()
     print(table(results))
     print()

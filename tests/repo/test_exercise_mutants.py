@@ -63,7 +63,7 @@ def test_the_report_s_table_and_survivors(weak, tmp_path):
     results.append(em.measure(weak))
     page = em.report(results, "python scripts/exercise_mutants.py --limit 4", 1.5)
     assert page.startswith("# Exercise mutants")
-    assert "Written by `python scripts/exercise_mutants.py --limit 4` on " in page and "2 s in all" in page
+    assert "Written by `python scripts/exercise_mutants.py --limit 4` on " in page and "The run took 2 s in all" in page
     assert ("| exercise | possible | made | equivalent | kept | refused | survived | slowest check | battery |"
             in page)
     for r in results:
