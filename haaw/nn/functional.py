@@ -230,7 +230,7 @@ def _attention_mask(attn_mask):
                     f"scores, 0 or -inf), as in PyTorch; got {data.dtype}")
 
 
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None,
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None, *,
                                  return_weights: bool = False):
     """softmax(query keyᵀ · scale) value, over the last two axes.
@@ -239,8 +239,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     True meaning "may attend"; or floating-point, added to the scores (0 keeps a key, -inf removes it). ``is_causal=True`` adds the causal mask. ``scale`` defaults to
     1/√d_k, which keeps the scores' variance near 1. A query whose row of the mask is all False
     gets output 0 and gradient 0, never NaN. ``return_weights`` (haaw's extra) also returns the
-    attention weights.
+    attention weights. The arguments are PyTorch's, in PyTorch's order; ``dropout_p`` must be 0: haaw has no
+    dropout (PyTorch drops attention weights at that rate while training).
     """
+    if dropout_p != 0:
+        raise NotImplementedError(f"attention: dropout_p={dropout_p!r}, but haaw has no dropout; PyTorch would drop "
+                                  "each attention weight with that probability while training. Pass dropout_p=0.0 "
+                                  "(the fifth argument is dropout_p, as in PyTorch; is_causal comes after it)")
     d_k = query.shape[-1]
     mask, added = _attention_mask(attn_mask)
     if key.shape[-1] != d_k:

@@ -191,3 +191,14 @@ def test_the_block_diagram_is_condensed_from_the_engine_s_own_graph():
     assert repr(picture) == "<computation graph: 7 values, 6 operations>"
     for label in ("LN₁(x)", "Attn", "x + Attn", "LN₂", "FFN", "out"):
         assert label in picture.svg
+
+
+def test_attention_takes_pytorch_s_arguments_in_pytorch_s_order():
+    """The fifth argument is dropout_p, as in PyTorch: a positional 0.1 once turned on the causal mask silently."""
+    q = Tensor(np.random.default_rng(0).standard_normal((3, 4)))
+    plain = F.scaled_dot_product_attention(q, q, q, None, 0.0).data
+    np.testing.assert_array_equal(plain, F.scaled_dot_product_attention(q, q, q).data)
+    causal = F.scaled_dot_product_attention(q, q, q, None, 0.0, True).data
+    np.testing.assert_array_equal(causal, F.scaled_dot_product_attention(q, q, q, is_causal=True).data)
+    with pytest.raises(NotImplementedError, match=r"dropout_p=0.1, but haaw has no dropout"):
+        F.scaled_dot_product_attention(q, q, q, None, 0.1)
