@@ -209,6 +209,10 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Start (or stop) recording operations on this leaf tensor; returns it."""
+        if self._parents and not requires_grad:
+            raise RuntimeError("requires_grad_(False) on a tensor computed from others: its gradient flows back "
+                               "whatever its flag says. Use x.detach() for the same numbers without the graph "
+                               "(PyTorch refuses this too)")
         if requires_grad and not dtypes.is_float(self.dtype):
             raise TypeError(f"only floating-point tensors can require gradients; this one is {self.dtype}")
         self.requires_grad = bool(requires_grad)
@@ -426,7 +430,21 @@ class Tensor:
         return self.data.size
 
     def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor: it holds one number, x.item()")
         return len(self.data)
+
+    def __iter__(self):
+        """Its rows (entries along the first axis), as PyTorch iterates; a 0-d tensor is refused, as in PyTorch,
+        where Python's fallback would quietly find no entries at all."""
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor: it holds one number, x.item()")
+        return (self[i] for i in range(len(self.data)))
+
+    def __contains__(self, element) -> bool:
+        """``element in x``: is it equal to any entry (PyTorch's answer), not is it one of the rows by identity."""
+        other = element.data if isinstance(element, Tensor) else element
+        return bool(np.any(self.data == other))
 
     def __bool__(self) -> bool:
         if self.data.size != 1:

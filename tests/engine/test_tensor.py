@@ -416,3 +416,23 @@ def test_the_engine_s_reshape_rule_is_numpy_s(shape, to):
     except (TypeError, ValueError):
         fits = False
     assert (checks.reshape_error(shape, to) is None) == fits
+
+
+def test_python_s_protocols_answer_as_pytorch_does():
+    """list() of a 0-d tensor once gave [], and `1.0 in x` was False for an x holding 1.0 (an identity search)."""
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(Tensor(3.0))
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
+        len(Tensor(3.0))
+    x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert [row.data.tolist() for row in x] == [[1.0, 2.0], [3.0, 4.0]]
+    assert 1.0 in Tensor([1.0, 2.0]) and 5.0 not in Tensor([1.0, 2.0]) and Tensor(2.0) in x
+
+
+def test_requires_grad_false_on_a_computed_tensor_is_refused_with_detach_named():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="Use x.detach\\(\\)"):
+        y.requires_grad_(False)
+    x.requires_grad_(False)  # a leaf may switch off
+    assert not x.requires_grad
