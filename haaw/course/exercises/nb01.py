@@ -1,4 +1,6 @@
 """Exercises of notebook 01: the chain rule on one tiny chain."""
+import numpy as np
+
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
@@ -70,10 +72,13 @@ def pow_local(a, n):
 
 
 def value_and_locals(count):
-    """Run a forward-and-local function; return its value and its local derivatives, flat."""
+    """Run a forward-and-local function; return its value and its local derivatives, flat.
+
+    The local derivatives may come in any sequence of the right length (a tuple, a list, a 1-d NumPy array):
+    the engine takes them with tuple(...), so each of these works there too."""
     def run(fn, *args):
         result = fn(*args)
-        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (tuple, list))):
+        if not (isinstance(result, (tuple, list)) and len(result) == 2 and _a_sequence(result[1])):
             raise LearnerError(f"return two things: the value, then a tuple of {count} local derivative(s), as in "
                                f"`return out, ({', '.join(['d_a', 'd_b'][:count])}{',' if count == 1 else ''})`; "
                                f"got {result!r:.60}")
@@ -83,6 +88,13 @@ def value_and_locals(count):
                                f"one per input; yours has {len(local)}")
         return (out, *local)
     return run
+
+
+def _a_sequence(local) -> bool:
+    """A tuple, list or 1-d array (of anything: the checker says afterwards which entry is not a number)."""
+    if isinstance(local, np.ndarray):
+        return local.ndim == 1
+    return isinstance(local, (tuple, list))
 
 
 register(CodeExercise(

