@@ -3,6 +3,9 @@ sign of a negative base, a local derivative estimated by a finite difference, a 
 Python's recursion limit, a breadth-first backward, a backward that fills nothing. Each is refused and told what it
 did, and no named mistake is named for code that did not make it. Right answers in another shape (a list or an
 array of local derivatives) pass."""
+import inspect
+import math
+
 import numpy as np
 import pytest
 
@@ -10,6 +13,52 @@ from haaw import Value
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.engine import plugins
+
+
+# --- 01-pow-local: negative bases ------------------------------------------------------------------------------
+
+
+def pow_local_with_abs(a, n):
+    return abs(a) ** n, (n * abs(a) ** (n - 1),)
+
+
+def pow_local_with_the_sign_put_back(a, n):
+    return a**n, (n * abs(a) ** (n - 1) * np.sign(a),)
+
+
+def pow_local_with_abs_in_the_slope_only(a, n):
+    return a**n, (n * abs(a) ** (n - 1),)
+
+
+def test_a_power_that_loses_the_sign_of_a_negative_base_is_refused_and_named():
+    feedback = check("01-pow-local", pow_local_with_abs)
+    assert feedback.status == WRONG and "This looks like |a| in place of a" in feedback.message, feedback.message
+
+    feedback = check("01-pow-local", pow_local_with_the_sign_put_back)  # right for every even power
+    assert feedback.status == WRONG, feedback.message
+    assert "an odd power of a negative base" in feedback.message
+    assert "This looks like the slope of |a|ⁿ given the sign of a" in feedback.message
+
+    feedback = check("01-pow-local", pow_local_with_abs_in_the_slope_only)  # neither of the two: only the numbers
+    assert feedback.status == WRONG and "a negative base" in feedback.message
+    assert "This looks like" not in feedback.message, feedback.message
+
+
+def pow_local_with_math_pow(a, n):
+    return math.pow(a, n), (n * math.pow(a, n - 1),)
+
+
+def pow_local_with_numpy(a, n):
+    return np.power(a, n), (n * np.power(a, n - 1),)
+
+
+@pytest.mark.parametrize("fn", [inspect.unwrap(REGISTRY["01-pow-local"].reference), pow_local_with_math_pow,
+                                pow_local_with_numpy])
+def test_the_power_rule_passes_at_tiny_huge_negative_and_fractional_values(fn):
+    feedback = check("01-pow-local", fn)
+    assert feedback.status == CORRECT, feedback.message
+    for kind in ("an odd power of a negative base", "a fractional exponent", "a tiny base", "a huge base"):
+        assert kind in feedback.message
 
 
 # --- 01-mul-local and the others: the local derivatives in any sequence ------------------------------------------

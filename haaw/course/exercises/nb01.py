@@ -133,6 +133,25 @@ register(CodeExercise(
            "of derivatives in the order of the inputs."),
 ))
 
+_POW_MORE = [
+    Case("an odd power of a negative base", (-2.0, 3.0), detail="(−2)³ = −8, slope 3·(−2)² = 12",
+         note="an odd power keeps the sign of a, and a cube rises everywhere: its slope is positive at a < 0 too"),
+    Case("a negative exponent at a negative base", (-2.0, -1.0), detail="1/a at −2: −0.5, slope −1/a² = −0.25"),
+    Case("an even power of a negative base", (-0.5, 4.0), detail="(−0.5)⁴ = 0.0625, slope 4·(−0.5)³ = −0.5"),
+    Case("a = 0", (0.0, 1.0), detail="a¹ at 0: its slope is 1 everywhere, at 0 as well"),
+    Case("a fractional exponent", (8.0, 1 / 3), detail="the cube root of 8: 2, slope (1/3)·8^(−2/3) = 1/12"),
+    Case("a fractional exponent", (0.25, -0.5), detail="1/√a at 0.25: 2, slope −0.5·0.25^(−1.5) = −4"),
+    Case("a fractional exponent", (2.0, 1.5), detail="2^1.5 = 2.83, slope 1.5·√2"),
+    Case("a tiny base", (1e-100, 3.0), detail="a = 1e-100: a³ = 1e-300, slope 3e-200",
+         note="the slope 3·a² is 3e-200 here: a formula gets it, to its last digits; a step a ± h with h much "
+              "larger than a does not"),
+    Case("a huge base", (1e150, 2.0), detail="a = 1e150: a² = 1e300, slope 2e150",
+         note="at a = 1e150, a + h is a again for any small h (a float keeps 16 digits): a numerical slope is 0 "
+              "here, the formula 2·a is not"),
+    Case("a huge negative base", (-1e100, 3.0), detail="a = −1e100: a³ = −1e300, slope 3e200"),
+]
+
+
 register(CodeExercise(
     key="01-pow-local",
     question="Write the scalar engine's power with a plain-number exponent n: return aⁿ and its local "
@@ -145,11 +164,22 @@ register(CodeExercise(
                    Case("a square root", (4.0, 0.5)), Case("a negative exponent", (2.0, -1.0)),
                    Case("a negative base", (-3.0, 2.0)),
                    Case("a = 0", (0.0, 3.0), detail="the slope of a cube there is 0",
-                        note="n·aⁿ/a equals n·aⁿ⁻¹ everywhere but at a = 0, where it divides by zero")],
+                        note="n·aⁿ/a equals n·aⁿ⁻¹ everywhere but at a = 0, where it divides by zero"),
+                   *_POW_MORE],
     outputs=("aⁿ", "d(aⁿ)/da"),
     run=value_and_locals(1),
     slot="pow",
     mistakes=[
+        Mistake("|a| in place of a",
+                "(−2)³ is −8, not 8: an odd power keeps the sign of a, and an even power's slope changes sign with a "
+                "(the slope of a² at −3 is −6). aⁿ and n·aⁿ⁻¹ already carry the right sign for every a: write them "
+                "with a itself, without abs().",
+                lambda a, n: (abs(a) ** n, (n * abs(a) ** (n - 1),))),
+        Mistake("the slope of |a|ⁿ given the sign of a: n·|a|ⁿ⁻¹·sign(a)",
+                "that is right for an even n only. For an odd n, n − 1 is even and the slope n·aⁿ⁻¹ is positive on "
+                "both sides of 0 (a cube rises everywhere: its slope at −2 is 12): the sign of a must not be put in. "
+                "n * a ** (n - 1) gets the sign right for every n by itself.",
+                lambda a, n: (a**n, (n * abs(a) ** (n - 1) * float(np.sign(a)),))),
         Mistake("the exponent kept as it was",
                 "the power rule lowers the exponent by one: d(aⁿ)/da = n·aⁿ⁻¹, not n·aⁿ.",
                 lambda a, n: (a**n, (n * a**n,))),
