@@ -14,6 +14,9 @@ from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.engine import plugins
 
+NUMERICAL = "This looks like a numerical estimate of the slope"
+WRITE_THE_FORMULA = "write the derivative's formula"
+
 
 # --- 01-pow-local: negative bases ------------------------------------------------------------------------------
 
@@ -59,6 +62,114 @@ def test_the_power_rule_passes_at_tiny_huge_negative_and_fractional_values(fn):
     assert feedback.status == CORRECT, feedback.message
     for kind in ("an odd power of a negative base", "a fractional exponent", "a tiny base", "a huge base"):
         assert kind in feedback.message
+
+
+# --- a finite difference in place of the derivative --------------------------------------------------------------
+
+
+def stencil(f, a, h, kind):
+    """The slope of f at a, estimated from its values, the way a learner who read about gradcheck would."""
+    if kind == "forward":
+        return (f(a + h) - f(a)) / h
+    if kind == "backward":
+        return (f(a) - f(a - h)) / h
+    if kind == "central":
+        return (f(a + h) - f(a - h)) / (2 * h)
+    return (-f(a + 2 * h) + 8 * f(a + h) - 8 * f(a - h) + f(a - 2 * h)) / (12 * h)  # five points, Richardson's
+
+
+def estimated(key, kind, h):
+    """The learner's local function for ``key``, its derivative a finite difference of step h."""
+    if key == "01-pow-local":
+        def pow_local(a, n):
+            return a**n, (stencil(lambda x: x**n, a, h, kind),)
+        return pow_local
+    if key == "02-tanh-local":
+        def tanh_local(a):
+            return math.tanh(a), (stencil(math.tanh, a, h, kind),)
+        return tanh_local
+
+    def exp_local(a):
+        return math.exp(a), (stencil(math.exp, a, h, kind),)
+    return exp_local
+
+
+STEPS = np.logspace(-3, -8, 26)  # 1e-3 to 1e-8, five a decade
+
+
+@pytest.mark.parametrize("key", ["01-pow-local", "02-tanh-local", "02-exp-local"])
+@pytest.mark.parametrize("kind", ["forward", "backward", "central", "five-point"])
+def test_every_finite_difference_is_refused_and_called_a_numerical_estimate(key, kind):
+    for h in STEPS:
+        feedback = check(key, estimated(key, kind, h))
+        assert feedback.status == WRONG, (h, feedback.message)
+        assert NUMERICAL in feedback.message and WRITE_THE_FORMULA in feedback.message, (h, feedback.message)
+        assert "your function also computes at a + " in feedback.message  # the step it took, seen
+
+
+def tanh_local_estimated_on_numpy(a):
+    x, h = np.float64(a), 1e-5
+    return np.tanh(x), ((np.tanh(x + h) - np.tanh(x - h)) / (2 * h),)
+
+
+def exp_local_estimated_relatively(a):
+    h = 1e-7
+    return math.exp(a), ((math.exp(a * (1 + h)) - math.exp(a)) / (a * h) if a else 1.0,)
+
+
+def test_an_estimate_is_named_whether_or_not_its_step_is_seen():
+    feedback = check("02-tanh-local", tanh_local_estimated_on_numpy)  # the step is taken from a NumPy copy of a
+    assert feedback.status == WRONG and NUMERICAL in feedback.message and WRITE_THE_FORMULA in feedback.message
+    assert "about what a finite difference is off by" in feedback.message
+    feedback = check("02-exp-local", exp_local_estimated_relatively)  # a step a·(1 + h)
+    assert feedback.status == WRONG and NUMERICAL in feedback.message and "also computes at a" in feedback.message
+
+
+def tanh_local_with_cosh(a):
+    return math.tanh(a), (1 / math.cosh(a) ** 2,)
+
+
+def tanh_local_factored(a):
+    t = np.tanh(a)
+    return t, ((1 - t) * (1 + t),)
+
+
+def tanh_local_from_exponentials(a):
+    return (math.exp(2 * a) - 1) / (math.exp(2 * a) + 1), (4 / (math.exp(a) + math.exp(-a)) ** 2,)
+
+
+def exp_local_as_a_power_of_e(a):
+    e = math.e**a
+    return e, (e,)
+
+
+@pytest.mark.parametrize("key, fn", [("02-tanh-local", tanh_local_with_cosh), ("02-tanh-local", tanh_local_factored),
+                                     ("02-tanh-local", tanh_local_from_exponentials),
+                                     ("02-exp-local", exp_local_as_a_power_of_e), ("02-exp-local", np.exp)])
+def test_a_formula_written_another_way_still_passes_the_tighter_tolerance(key, fn):
+    if fn is np.exp:
+        def fn(a):
+            return np.exp(a), (np.exp(a),)
+    feedback = check(key, fn)
+    assert feedback.status == CORRECT, feedback.message
+
+
+def tanh_local_sech_not_squared(a):
+    return math.tanh(a), (1 / math.cosh(a),)
+
+
+def exp_local_one_lower(a):
+    return math.exp(a), (math.exp(a - 1),)
+
+
+@pytest.mark.parametrize("key, fn", [("02-tanh-local", tanh_local_sech_not_squared),
+                                     ("02-exp-local", exp_local_one_lower), ("01-pow-local", pow_local_with_abs),
+                                     *[(key, m.code) for key in ("01-pow-local", "02-tanh-local", "02-exp-local")
+                                       for m in REGISTRY[key].mistakes]])
+def test_a_wrong_formula_is_not_called_a_numerical_estimate(key, fn):
+    feedback = check(key, fn)
+    assert feedback.status == WRONG and "numerical estimate" not in feedback.message, feedback.message
+    assert not feedback.message.endswith("\n")  # a diagnosis with nothing to say adds nothing
 
 
 # --- 01-mul-local and the others: the local derivatives in any sequence ------------------------------------------

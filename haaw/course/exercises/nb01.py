@@ -1,4 +1,6 @@
 """Exercises of notebook 01: the chain rule on one tiny chain."""
+import math
+
 import numpy as np
 
 from .code import Case, CodeExercise, LearnerError, Mistake
@@ -97,6 +99,92 @@ def _a_sequence(local) -> bool:
     return isinstance(local, (tuple, list))
 
 
+# --- a derivative estimated from the function's values, not written as a formula ------------------------------
+
+
+class _Watched(float):
+    """The input a, noting each small step a learner's code takes from it: a + h, a - h, a·(1 + h).
+
+    A finite difference computes the function at a ± h; the formula of the derivative never needs to. Anything
+    the step is combined with gives back a plain number, so only steps from a itself are noted."""
+
+    def __new__(cls, value, steps: list):
+        self = super().__new__(cls, value)
+        self.steps = steps
+        return self
+
+    def _note(self, step):
+        try:
+            sizes = np.abs(np.asarray(step, dtype=np.float64)).ravel()
+        except (TypeError, ValueError):
+            return
+        small = sizes[(sizes > 0) & (sizes <= 1e-2 * max(1.0, abs(float(self))))]
+        self.steps.extend(float(s) for s in small[:1])
+
+    def __add__(self, other):
+        self._note(other)
+        return float(self) + other
+
+    def __sub__(self, other):
+        self._note(other)
+        return float(self) - other
+
+    def __radd__(self, other):
+        self._note(other)
+        return other + float(self)
+
+    def __rsub__(self, other):
+        self._note(other)
+        return other - float(self)
+
+    def __mul__(self, other):
+        if isinstance(other, (int, float)) and 0 < abs(other - 1) <= 1e-2:  # a relative step, a·(1 + h)
+            self.steps.append(float(self) * (other - 1))
+        return float(self) * other
+
+    __rmul__ = __mul__
+
+
+class _NothingToSay(Exception):
+    """Raised by a diagnosis with nothing to add: the checker then adds nothing, not even an empty line."""
+
+
+def numerical_slope(reference, count=1):
+    """A diagnosis, for a failed case of a forward-and-local exercise: is the derivative a numerical estimate?
+
+    It is, when the value is right, the derivative is off by what a finite difference is off by, and (the
+    evidence, when there is some) the learner's function took a small step from a. The formula is exact to
+    rounding, a finite difference is not: the check's tolerance (1e-12) refuses every one of them."""
+    run = value_and_locals(count)
+
+    def diagnose(fn, *args):
+        expected = run(reference, *args)
+        steps = []
+        mine = run(fn, _Watched(args[0], steps), *args[1:])
+        value, right = float(np.asarray(mine[0])), float(expected[0])
+        if not math.isclose(value, right, rel_tol=1e-9, abs_tol=1e-300):
+            raise _NothingToSay  # the value is wrong as well: not a question of the slope
+        for got, want in zip(mine[1:], expected[1:]):
+            got, want = float(np.asarray(got)), float(want)
+            if math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-15):
+                continue
+            off = abs(got - want) / abs(want) if want else math.inf
+            if steps:
+                evidence = f"your function also computes at a {'+' if steps[0] > 0 else '−'} {abs(steps[0]):.3g}"
+            elif 0 < off <= 1e-2:
+                evidence = (f"yours is off by {off:.1g} of the slope: more than rounding, about what a finite "
+                            "difference is off by")
+            else:
+                break
+            return (f"This looks like a numerical estimate of the slope ({evidence}); write the derivative's "
+                    "formula. Automatic differentiation is not numerical differentiation: each operation's local "
+                    "derivative is exact up to rounding, and the check holds it to that (a relative 1e-12), which "
+                    "no finite difference meets.")
+        raise _NothingToSay
+
+    return diagnose
+
+
 register(CodeExercise(
     key="01-mul-local",
     question="Write the scalar engine's multiplication: return a·b and its two local derivatives, "
@@ -169,6 +257,11 @@ register(CodeExercise(
     outputs=("aⁿ", "d(aⁿ)/da"),
     run=value_and_locals(1),
     slot="pow",
+    # the formula is exact to rounding; a finite difference is not, at any step from 1e-3 to 1e-8 (at 1e150 a step
+    # that small does not even change a); atol 0, so that the tiny values are held to their own scale
+    rtol=1e-12,
+    atol=0.0,
+    diagnose=numerical_slope(pow_local),
     mistakes=[
         Mistake("|a| in place of a",
                 "(−2)³ is −8, not 8: an odd power keeps the sign of a, and an even power's slope changes sign with a "

@@ -8,7 +8,7 @@ from ...engine.graph import parents
 from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
-from .nb01 import value_and_locals
+from .nb01 import numerical_slope, value_and_locals
 
 register(NumberExercise(
     key="02-fan-out",
@@ -119,6 +119,9 @@ register(CodeExercise(
            "pair of derivatives."),
 ))
 
+_FLAT = ("far from 0, tanh's slope is tiny and its values differ only in their last digits: 1 − t² gets the slope "
+         "to within rounding, a step a ± h does not")
+
 register(CodeExercise(
     key="02-tanh-local",
     question="Write the scalar engine's tanh: return tanh(a) and its local derivative d(tanh a)/da, "
@@ -129,10 +132,19 @@ register(CodeExercise(
                    Case("a positive input", (0.5,)), Case("a negative input", (-1.2,)),
                    Case("a large input", (3.0,), detail="tanh(3) = 0.995, almost flat"),
                    Case("a saturated input", (-20.0,), detail="tanh(−20) = −1 to 16 digits",
-                        note="far out, tanh is flat: its slope is almost 0")],
+                        note="far out, tanh is flat: its slope is almost 0"),
+                   Case("a large input", (5.0,), detail="tanh(5) = 0.99991, slope 1.8e-4",
+                        note=_FLAT),
+                   Case("a large negative input", (-8.0,), detail="tanh(−8) = −0.9999998, slope 4.5e-7",
+                        note=_FLAT)],
     outputs=("tanh a", "d(tanh a)/da"),
     run=value_and_locals(1),
     slot="scalar_tanh",
+    # 1 − t² is exact to rounding: within 1e-15 of the slope, which far out is itself tiny; a finite difference,
+    # at any step from 1e-3 to 1e-8, is not (far out, tanh's values differ in their last digits only)
+    rtol=1e-12,
+    atol=1e-15,
+    diagnose=numerical_slope(tanh_local),
     mistakes=[
         Mistake("1 − a², the input squared instead of the output",
                 "the derivative of tanh is 1 − tanh²(a): square the output t = tanh(a), not the input a.",
@@ -164,10 +176,16 @@ register(CodeExercise(
     reference=exp_local,
     cases=lambda: [Case("hand-checkable", (0.0,), detail="a = 0, where e⁰ = 1"), Case("a = 1", (1.0,)),
                    Case("a negative input", (-2.0,)), Case("a = 3", (3.0,)),
-                   Case("a large input", (50.0,), detail="e⁵⁰ ≈ 5.2e21")],
+                   Case("a large input", (50.0,), detail="e⁵⁰ ≈ 5.2e21"),
+                   Case("a very large input", (700.0,), detail="e⁷⁰⁰ ≈ 1.0e304, near the largest float",
+                        note="a float near 700 keeps 13 digits after the point, so a + h is not a step of exactly h "
+                             "there: a numerical slope is off by 1e-11 of it or more, eᵃ is exact to rounding")],
     outputs=("eᵃ", "d(eᵃ)/da"),
     run=value_and_locals(1),
     slot="exp",
+    rtol=1e-12,  # eᵃ is exact to rounding; a finite difference, at any step from 1e-3 to 1e-8, is not
+    atol=0.0,
+    diagnose=numerical_slope(exp_local),
     mistakes=[
         Mistake("the power rule applied to eᵃ: a·eᵃ⁻¹",
                 "the power rule n·aⁿ⁻¹ is for a fixed exponent. In eᵃ the input is the exponent, and the slope of eᵃ "
