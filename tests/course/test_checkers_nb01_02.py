@@ -5,6 +5,7 @@ did, and no named mistake is named for code that did not make it. Right answers 
 array of local derivatives) pass."""
 import inspect
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -170,6 +171,69 @@ def test_a_wrong_formula_is_not_called_a_numerical_estimate(key, fn):
     feedback = check(key, fn)
     assert feedback.status == WRONG and "numerical estimate" not in feedback.message, feedback.message
     assert not feedback.message.endswith("\n")  # a diagnosis with nothing to say adds nothing
+
+
+# --- 02-backward: recursion with a raised limit -------------------------------------------------------------------
+
+
+def backward_recursive_with_a_raised_limit(root):
+    sys.setrecursionlimit(100_000)  # "the chain is deep, so let Python go deeper"
+    order, visited = [], set()
+
+    def visit(node):
+        if id(node) not in visited:
+            visited.add(id(node))
+            for parent in node._parents:
+                visit(parent)
+            order.append(node)
+
+    visit(root)
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+def backward_recursive(root):
+    order, visited = [], set()
+
+    def visit(node):
+        if id(node) not in visited:
+            visited.add(id(node))
+            for parent in node._parents:
+                visit(parent)
+            order.append(node)
+
+    visit(root)
+    root.grad = 1.0
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+def test_a_recursive_backward_that_raises_the_limit_is_refused_and_the_limit_restored():
+    before = sys.getrecursionlimit()
+    feedback = check("02-backward", backward_recursive_with_a_raised_limit)
+    assert sys.getrecursionlimit() == before
+    assert feedback.status == WRONG, feedback.message
+    assert "use a loop with a stack of your own, not recursion with a raised limit" in feedback.message
+    assert "from 1,000 to 100,000" in feedback.message
+
+
+def test_a_limit_raised_in_an_earlier_cell_does_not_let_recursion_pass():
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)  # the learner's cell before the check
+    try:
+        feedback = check("02-backward", backward_recursive)
+        assert sys.getrecursionlimit() == 100_000  # the session's own limit, as the check found it
+    finally:
+        sys.setrecursionlimit(before)
+    assert feedback.status == WRONG and "a chain of 10,000 nodes" in feedback.message, feedback.message
+    assert "use a loop with a stack of your own, not recursion with a raised limit" in feedback.message
+    assert "raised to 100,000" in feedback.message
+
+    feedback = check("02-backward", backward_recursive)  # at Python's default: as before, deeper than it allows
+    assert feedback.status == WRONG and "went deeper than Python allows" in feedback.message
 
 
 # --- 01-mul-local and the others: the local derivatives in any sequence ------------------------------------------

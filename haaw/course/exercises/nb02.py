@@ -1,12 +1,13 @@
 """Exercises of notebook 02: computation graphs and reverse mode."""
 import math
+import sys
 
 import numpy as np
 
 from ...engine import Value
 from ...engine.graph import parents
 from ...engine import guard
-from .code import Case, CodeExercise, LearnerError, Mistake
+from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
 from .core import NumberExercise, register
 from .nb01 import numerical_slope, value_and_locals
 
@@ -341,13 +342,50 @@ def _reused_intermediate():
 def _root_grad_after(fn, build):
     """What the root's grad is after ``fn`` ran: a diagnosis of "no seed" looks before it names."""
     root, _ = build()
-    fn(root)
+    _at_the_default_recursion_limit(fn, root)
     return root.grad
+
+
+_DEFAULT_RECURSION_LIMIT = 1000  # Python's own; a loop never comes near it, a recursive walk of the long chain does
+
+
+def _at_the_default_recursion_limit(fn, root):
+    """``fn(root)`` with Python's default recursion limit, and the limit as it was afterwards, whatever ``fn`` did.
+
+    The task asks for a loop: a recursive walk passes the long chain only with the limit raised, by the learner's
+    function while it runs or by a cell before the check. Either is named, not passed."""
+    before = sys.getrecursionlimit()
+    during = min(before, _DEFAULT_RECURSION_LIMIT)
+    sys.setrecursionlimit(during)
+    deep = None
+    try:
+        fn(root)
+    except RecursionError as err:
+        deep = err
+    finally:
+        after = sys.getrecursionlimit()
+        sys.setrecursionlimit(before)
+    advice = "use a loop with a stack of your own, not recursion with a raised limit"
+    if after > during:
+        raise LearnerError(
+            f"your function raised Python's recursion limit (sys.setrecursionlimit, from {during:,} to {after:,}), so "
+            f"that a recursive walk can go deeper; the check has set it back to {before:,}. The limit is there because "
+            f"every call takes room on a stack of fixed size, and a deep enough graph crashes Python whatever the limit "
+            f"says: {advice}. (The task asks for a loop.)")
+    if deep is None:
+        return
+    if before == during:
+        raise deep  # code.py says where it went deeper than Python allows
+    where = _learner_line(deep.__traceback__) or "a recursive call"
+    raise LearnerError(
+        f"your function went deeper than Python allows by default (RecursionError at {during:,} calls, at {where}). "
+        f"This session's recursion limit had been raised to {before:,}, but the check runs with Python's own: "
+        f"{advice}. (The task asks for a loop.)")
 
 
 def _grads(fn, build):
     root, watched = build()
-    fn(root)
+    _at_the_default_recursion_limit(fn, root)
     return np.array([node.grad for node in watched], dtype=np.float64)
 
 
