@@ -6,6 +6,7 @@ array of local derivatives) pass."""
 import inspect
 import math
 import sys
+from collections import deque
 
 import numpy as np
 import pytest
@@ -234,6 +235,76 @@ def test_a_limit_raised_in_an_earlier_cell_does_not_let_recursion_pass():
 
     feedback = check("02-backward", backward_recursive)  # at Python's default: as before, deeper than it allows
     assert feedback.status == WRONG and "went deeper than Python allows" in feedback.message
+
+
+# --- 02-backward: diagnoses that must not name what the code did not do -----------------------------------------
+
+
+def backward_breadth_first(root):
+    order, seen, queue = [], {id(root)}, deque([root])
+    while queue:
+        node = queue.popleft()
+        order.append(node)
+        for parent in node._parents:
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                queue.append(parent)
+    root.grad = 1.0
+    for node in order:  # root first
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+def backward_breadth_first_on_a_list(root):
+    order, seen, queue = [], set(), [root]
+    while queue:
+        node = queue.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        order.append(node)
+        queue.extend(node._parents)
+    root.grad = 1.0
+    for node in order:
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+@pytest.mark.parametrize("fn", [backward_breadth_first, backward_breadth_first_on_a_list])
+def test_a_breadth_first_backward_is_named_as_one_not_as_marking_nodes_when_pushed(fn):
+    feedback = check("02-backward", fn)
+    assert feedback.status == WRONG, feedback.message
+    assert "visited when it is pushed" not in feedback.message, feedback.message
+    assert "This looks like a breadth-first order" in feedback.message
+
+
+def backward_that_returns_at_once(root):
+    return
+
+
+def backward_that_forgets_the_seed(root):
+    order, visited, stack = [], set(), [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+        elif id(node) not in visited:
+            visited.add(id(node))
+            stack.append((node, True))
+            stack.extend((parent, False) for parent in node._parents)
+    for node in reversed(order):
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
+
+
+def test_a_backward_that_fills_nothing_is_told_so_and_only_a_walk_without_a_seed_is_told_no_seed():
+    feedback = check("02-backward", backward_that_returns_at_once)
+    assert feedback.status == WRONG and "no gradient was filled at all" in feedback.message, feedback.message
+    assert "This looks like no seed" not in feedback.message
+
+    feedback = check("02-backward", backward_that_forgets_the_seed)
+    assert feedback.status == WRONG and "This looks like no seed" in feedback.message, feedback.message
+    assert "no gradient was filled at all" not in feedback.message
 
 
 # --- 01-mul-local and the others: the local derivatives in any sequence ------------------------------------------

@@ -1,4 +1,5 @@
 """Exercises of notebook 02: computation graphs and reverse mode."""
+import collections
 import math
 import sys
 
@@ -249,7 +250,8 @@ def backward(root, *, reverse=True, accumulate=True, seed=True, mark="popped"):
                         continue
                     visited.add(id(parent))
                 stack.append((parent, False))
-    root.grad = 1.0 if seed else 0.0
+    if seed:  # a learner who forgets the seed writes nothing there: the root's grad stays as it was, 0
+        root.grad = 1.0
     for node in reversed(order) if reverse else order:
         for parent, local in zip(node._parents, node._local):
             parent.grad = parent.grad + node.grad * local if accumulate else node.grad * local
@@ -329,14 +331,33 @@ def _nested():
 
 
 def _reused_intermediate():
-    """Interior nodes used twice: A feeds both factors of A·tanh(A), C both factors of tanh(C)·C.
+    """Interior nodes used twice: A feeds both factors of A·tanh(A), C both factors of tanh(C)·C, D both factors
+    of tanh(tanh(D))·D, once directly and once along a path two steps longer.
 
-    A node reached along two paths must wait until both have sent their share: a walk that marks a
-    node visited when it is pushed, not when it is popped, can place A's user before A here."""
+    A node reached along two paths must wait until both have sent their share: a walk that marks a node visited
+    when it is pushed, not when it is popped, can place A's user before A here (or C's, with the parents pushed
+    in the other order); a breadth-first walk takes D by its short path and places it before tanh(D)."""
     w = Value(0.5, label="w")
     A = w * 2.0
     C = w * 3.0
-    return A * A.tanh() + C.tanh() * C, [w, A, C]
+    D = w * 4.0
+    return A * A.tanh() + C.tanh() * C + D.tanh().tanh() * D, [w, A, C, D]
+
+
+def _breadth_first(root):
+    """A backward on a queue: each node after the nodes nearer the root, walked from the root."""
+    order, seen, queue = [], {id(root)}, collections.deque([root])
+    while queue:
+        node = queue.popleft()
+        order.append(node)
+        for parent in node._parents:
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                queue.append(parent)
+    root.grad = 1.0
+    for node in order:
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
 
 
 def _root_grad_after(fn, build):
@@ -386,7 +407,18 @@ def _at_the_default_recursion_limit(fn, root):
 def _grads(fn, build):
     root, watched = build()
     _at_the_default_recursion_limit(fn, root)
-    return np.array([node.grad for node in watched], dtype=np.float64)
+    grads = np.array([node.grad for node in watched], dtype=np.float64)
+    if root.grad == 0 and not grads.any():  # nothing at all was filled: no seed, or no walk either?
+        again, watched_again = build()
+        again.grad = 1.0  # seeded for it: a walk that forgot only the seed now fills the others
+        _at_the_default_recursion_limit(fn, again)
+        if not any(node.grad for node in watched_again):
+            raise LearnerError(
+                "no gradient was filled at all: after your function ran, every .grad was still 0, the root's too "
+                "(there is no seed, root.grad = 1, and nothing was added into any other node's grad). backward "
+                "returns nothing; it fills each node's .grad in place: set root.grad = 1, then walk the order "
+                "backwards and add node.grad * local into each parent's .grad.")
+    return grads
 
 
 register(CodeExercise(
@@ -405,9 +437,11 @@ register(CodeExercise(
                    Case("a shared weight", (_shared_weight,), detail="w used at three time steps; grad of w"),
                    Case("a tangle of reuse (x feeds everything)", (_nested,), detail="grads of x, z, q, h"),
                    Case("a reused intermediate",
-                        (_reused_intermediate,), detail="A = 2w feeds A·tanh(A), C = 3w feeds tanh(C)·C; grads of w, A, C",
+                        (_reused_intermediate,), detail="A = 2w feeds A·tanh(A), C = 3w feeds tanh(C)·C, D = 4w feeds "
+                                                        "tanh(tanh(D))·D; grads of w, A, C, D",
                         note="A reaches the output directly and through tanh(A), so A must come before tanh(A) in the "
-                             "order: walking it backwards, A passes its gradient on only after both have sent theirs"),
+                             "order: walking it backwards, A passes its gradient on only after both have sent theirs. "
+                             "The same for C, and for D, whose second path is two steps longer than its first"),
                    Case("a chain of 10,000 nodes", (_long_chain,), detail="grad of x",
                         note="10,000 nodes in a row, each with a constant factor: a recursive walk would go 10,000 "
                              "calls deep, more than Python allows, and a search through a list at every node would "
@@ -445,6 +479,13 @@ register(CodeExercise(
                 "passes its gradient on before it is complete. Mark a node visited when it comes off the stack "
                 "(the first time), and push its parents then.",
                 lambda root: backward(root, mark="pushed")),
+        Mistake("a breadth-first order (a queue) in place of a topological one",
+                "a queue gives the nodes in order of their distance from the root, and that is not a topological "
+                "order: a node reached along a short path and along a longer one comes out of the queue before the "
+                "nodes of the longer path that use it, and passes its gradient on before they have sent their "
+                "share. Walk depth-first, with a stack (a list you push to and pop from), append each node after "
+                "its parents, and walk that order backwards.",
+                _breadth_first),
         Mistake("no visited set: a node placed twice",
                 "without a set of the nodes already seen, a node reached along two paths is walked and appended "
                 "twice; walking the order backwards, it then passes its gradient on twice, the first time before it "
