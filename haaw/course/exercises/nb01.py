@@ -1,4 +1,8 @@
 """Exercises of notebook 01: the chain rule on one tiny chain."""
+import math
+
+import numpy as np
+
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
 
@@ -70,10 +74,13 @@ def pow_local(a, n):
 
 
 def value_and_locals(count):
-    """Run a forward-and-local function; return its value and its local derivatives, flat."""
+    """Run a forward-and-local function; return its value and its local derivatives, flat.
+
+    The local derivatives may come in any sequence of the right length (a tuple, a list, a 1-d NumPy array):
+    the engine takes them with tuple(...), so each of these works there too."""
     def run(fn, *args):
         result = fn(*args)
-        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (tuple, list))):
+        if not (isinstance(result, (tuple, list)) and len(result) == 2 and _a_sequence(result[1])):
             raise LearnerError(f"return two things: the value, then a tuple of {count} local derivative(s), as in "
                                f"`return out, ({', '.join(['d_a', 'd_b'][:count])}{',' if count == 1 else ''})`; "
                                f"got {result!r:.60}")
@@ -83,6 +90,99 @@ def value_and_locals(count):
                                f"one per input; yours has {len(local)}")
         return (out, *local)
     return run
+
+
+def _a_sequence(local) -> bool:
+    """A tuple, list or 1-d array (of anything: the checker says afterwards which entry is not a number)."""
+    if isinstance(local, np.ndarray):
+        return local.ndim == 1
+    return isinstance(local, (tuple, list))
+
+
+# --- a derivative estimated from the function's values, not written as a formula ------------------------------
+
+
+class _Watched(float):
+    """The input a, noting each small step a learner's code takes from it: a + h, a - h, a·(1 + h).
+
+    A finite difference computes the function at a ± h; the formula of the derivative never needs to. Anything
+    the step is combined with gives back a plain number, so only steps from a itself are noted."""
+
+    def __new__(cls, value, steps: list):
+        self = super().__new__(cls, value)
+        self.steps = steps
+        return self
+
+    def _note(self, step):
+        try:
+            sizes = np.abs(np.asarray(step, dtype=np.float64)).ravel()
+        except (TypeError, ValueError):
+            return
+        small = sizes[(sizes > 0) & (sizes <= 1e-2 * max(1.0, abs(float(self))))]
+        self.steps.extend(float(s) for s in small[:1])
+
+    def __add__(self, other):
+        self._note(other)
+        return float(self) + other
+
+    def __sub__(self, other):
+        self._note(other)
+        return float(self) - other
+
+    def __radd__(self, other):
+        self._note(other)
+        return other + float(self)
+
+    def __rsub__(self, other):
+        self._note(other)
+        return other - float(self)
+
+    def __mul__(self, other):
+        if isinstance(other, (int, float)) and 0 < abs(other - 1) <= 1e-2:  # a relative step, a·(1 + h)
+            self.steps.append(float(self) * (other - 1))
+        return float(self) * other
+
+    __rmul__ = __mul__
+
+
+class _NothingToSay(Exception):
+    """Raised by a diagnosis with nothing to add: the checker then adds nothing, not even an empty line."""
+
+
+def numerical_slope(reference, count=1):
+    """A diagnosis, for a failed case of a forward-and-local exercise: is the derivative a numerical estimate?
+
+    It is, when the value is right, the derivative is off by what a finite difference is off by, and (the
+    evidence, when there is some) the learner's function took a small step from a. The formula is exact to
+    rounding, a finite difference is not: the check's tolerance (1e-12) refuses every one of them."""
+    run = value_and_locals(count)
+
+    def diagnose(fn, *args):
+        expected = run(reference, *args)
+        steps = []
+        mine = run(fn, _Watched(args[0], steps), *args[1:])
+        value, right = float(np.asarray(mine[0])), float(expected[0])
+        if not math.isclose(value, right, rel_tol=1e-9, abs_tol=1e-300):
+            raise _NothingToSay  # the value is wrong as well: not a question of the slope
+        for got, want in zip(mine[1:], expected[1:]):
+            got, want = float(np.asarray(got)), float(want)
+            if math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-15):
+                continue
+            off = abs(got - want) / abs(want) if want else math.inf
+            if steps:
+                evidence = f"your function also computes at a {'+' if steps[0] > 0 else '−'} {abs(steps[0]):.3g}"
+            elif 0 < off <= 1e-2:
+                evidence = (f"yours is off by {off:.1g} of the slope: more than rounding, about what a finite "
+                            "difference is off by")
+            else:
+                break
+            return (f"This looks like a numerical estimate of the slope ({evidence}); write the derivative's "
+                    "formula. Automatic differentiation is not numerical differentiation: each operation's local "
+                    "derivative is exact up to rounding, and the check holds it to that (a relative 1e-12), which "
+                    "no finite difference meets.")
+        raise _NothingToSay
+
+    return diagnose
 
 
 register(CodeExercise(
@@ -121,6 +221,25 @@ register(CodeExercise(
            "of derivatives in the order of the inputs."),
 ))
 
+_POW_MORE = [
+    Case("an odd power of a negative base", (-2.0, 3.0), detail="(−2)³ = −8, slope 3·(−2)² = 12",
+         note="an odd power keeps the sign of a, and a cube rises everywhere: its slope is positive at a < 0 too"),
+    Case("a negative exponent at a negative base", (-2.0, -1.0), detail="1/a at −2: −0.5, slope −1/a² = −0.25"),
+    Case("an even power of a negative base", (-0.5, 4.0), detail="(−0.5)⁴ = 0.0625, slope 4·(−0.5)³ = −0.5"),
+    Case("a = 0", (0.0, 1.0), detail="a¹ at 0: its slope is 1 everywhere, at 0 as well"),
+    Case("a fractional exponent", (8.0, 1 / 3), detail="the cube root of 8: 2, slope (1/3)·8^(−2/3) = 1/12"),
+    Case("a fractional exponent", (0.25, -0.5), detail="1/√a at 0.25: 2, slope −0.5·0.25^(−1.5) = −4"),
+    Case("a fractional exponent", (2.0, 1.5), detail="2^1.5 = 2.83, slope 1.5·√2"),
+    Case("a tiny base", (1e-100, 3.0), detail="a = 1e-100: a³ = 1e-300, slope 3e-200",
+         note="the slope 3·a² is 3e-200 here: a formula gets it, to its last digits; a step a ± h with h much "
+              "larger than a does not"),
+    Case("a huge base", (1e150, 2.0), detail="a = 1e150: a² = 1e300, slope 2e150",
+         note="at a = 1e150, a + h is a again for any small h (a float keeps 16 digits): a numerical slope is 0 "
+              "here, the formula 2·a is not"),
+    Case("a huge negative base", (-1e100, 3.0), detail="a = −1e100: a³ = −1e300, slope 3e200"),
+]
+
+
 register(CodeExercise(
     key="01-pow-local",
     question="Write the scalar engine's power with a plain-number exponent n: return aⁿ and its local "
@@ -133,11 +252,27 @@ register(CodeExercise(
                    Case("a square root", (4.0, 0.5)), Case("a negative exponent", (2.0, -1.0)),
                    Case("a negative base", (-3.0, 2.0)),
                    Case("a = 0", (0.0, 3.0), detail="the slope of a cube there is 0",
-                        note="n·aⁿ/a equals n·aⁿ⁻¹ everywhere but at a = 0, where it divides by zero")],
+                        note="n·aⁿ/a equals n·aⁿ⁻¹ everywhere but at a = 0, where it divides by zero"),
+                   *_POW_MORE],
     outputs=("aⁿ", "d(aⁿ)/da"),
     run=value_and_locals(1),
     slot="pow",
+    # the formula is exact to rounding; a finite difference is not, at any step from 1e-3 to 1e-8 (at 1e150 a step
+    # that small does not even change a); atol 0, so that the tiny values are held to their own scale
+    rtol=1e-12,
+    atol=0.0,
+    diagnose=numerical_slope(pow_local),
     mistakes=[
+        Mistake("|a| in place of a",
+                "(−2)³ is −8, not 8: an odd power keeps the sign of a, and an even power's slope changes sign with a "
+                "(the slope of a² at −3 is −6). aⁿ and n·aⁿ⁻¹ already carry the right sign for every a: write them "
+                "with a itself, without abs().",
+                lambda a, n: (abs(a) ** n, (n * abs(a) ** (n - 1),))),
+        Mistake("the slope of |a|ⁿ given the sign of a: n·|a|ⁿ⁻¹·sign(a)",
+                "that is right for an even n only. For an odd n, n − 1 is even and the slope n·aⁿ⁻¹ is positive on "
+                "both sides of 0 (a cube rises everywhere: its slope at −2 is 12): the sign of a must not be put in. "
+                "n * a ** (n - 1) gets the sign right for every n by itself.",
+                lambda a, n: (a**n, (n * abs(a) ** (n - 1) * float(np.sign(a)),))),
         Mistake("the exponent kept as it was",
                 "the power rule lowers the exponent by one: d(aⁿ)/da = n·aⁿ⁻¹, not n·aⁿ.",
                 lambda a, n: (a**n, (n * a**n,))),

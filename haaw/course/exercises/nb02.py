@@ -1,14 +1,16 @@
 """Exercises of notebook 02: computation graphs and reverse mode."""
+import collections
 import math
+import sys
 
 import numpy as np
 
 from ...engine import Value
 from ...engine.graph import parents
 from ...engine import guard
-from .code import Case, CodeExercise, LearnerError, Mistake
+from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
 from .core import NumberExercise, register
-from .nb01 import value_and_locals
+from .nb01 import numerical_slope, value_and_locals
 
 register(NumberExercise(
     key="02-fan-out",
@@ -119,6 +121,9 @@ register(CodeExercise(
            "pair of derivatives."),
 ))
 
+_FLAT = ("far from 0, tanh's slope is tiny and its values differ only in their last digits: 1 − t² gets the slope "
+         "to within rounding, a step a ± h does not")
+
 register(CodeExercise(
     key="02-tanh-local",
     question="Write the scalar engine's tanh: return tanh(a) and its local derivative d(tanh a)/da, "
@@ -129,10 +134,19 @@ register(CodeExercise(
                    Case("a positive input", (0.5,)), Case("a negative input", (-1.2,)),
                    Case("a large input", (3.0,), detail="tanh(3) = 0.995, almost flat"),
                    Case("a saturated input", (-20.0,), detail="tanh(−20) = −1 to 16 digits",
-                        note="far out, tanh is flat: its slope is almost 0")],
+                        note="far out, tanh is flat: its slope is almost 0"),
+                   Case("a large input", (5.0,), detail="tanh(5) = 0.99991, slope 1.8e-4",
+                        note=_FLAT),
+                   Case("a large negative input", (-8.0,), detail="tanh(−8) = −0.9999998, slope 4.5e-7",
+                        note=_FLAT)],
     outputs=("tanh a", "d(tanh a)/da"),
     run=value_and_locals(1),
     slot="scalar_tanh",
+    # 1 − t² is exact to rounding: within 1e-15 of the slope, which far out is itself tiny; a finite difference,
+    # at any step from 1e-3 to 1e-8, is not (far out, tanh's values differ in their last digits only)
+    rtol=1e-12,
+    atol=1e-15,
+    diagnose=numerical_slope(tanh_local),
     mistakes=[
         Mistake("1 − a², the input squared instead of the output",
                 "the derivative of tanh is 1 − tanh²(a): square the output t = tanh(a), not the input a.",
@@ -164,10 +178,16 @@ register(CodeExercise(
     reference=exp_local,
     cases=lambda: [Case("hand-checkable", (0.0,), detail="a = 0, where e⁰ = 1"), Case("a = 1", (1.0,)),
                    Case("a negative input", (-2.0,)), Case("a = 3", (3.0,)),
-                   Case("a large input", (50.0,), detail="e⁵⁰ ≈ 5.2e21")],
+                   Case("a large input", (50.0,), detail="e⁵⁰ ≈ 5.2e21"),
+                   Case("a very large input", (700.0,), detail="e⁷⁰⁰ ≈ 1.0e304, near the largest float",
+                        note="a float near 700 keeps 13 digits after the point, so a + h is not a step of exactly h "
+                             "there: a numerical slope is off by 1e-11 of it or more, eᵃ is exact to rounding")],
     outputs=("eᵃ", "d(eᵃ)/da"),
     run=value_and_locals(1),
     slot="exp",
+    rtol=1e-12,  # eᵃ is exact to rounding; a finite difference, at any step from 1e-3 to 1e-8, is not
+    atol=0.0,
+    diagnose=numerical_slope(exp_local),
     mistakes=[
         Mistake("the power rule applied to eᵃ: a·eᵃ⁻¹",
                 "the power rule n·aⁿ⁻¹ is for a fixed exponent. In eᵃ the input is the exponent, and the slope of eᵃ "
@@ -230,7 +250,8 @@ def backward(root, *, reverse=True, accumulate=True, seed=True, mark="popped"):
                         continue
                     visited.add(id(parent))
                 stack.append((parent, False))
-    root.grad = 1.0 if seed else 0.0
+    if seed:  # a learner who forgets the seed writes nothing there: the root's grad stays as it was, 0
+        root.grad = 1.0
     for node in reversed(order) if reverse else order:
         for parent, local in zip(node._parents, node._local):
             parent.grad = parent.grad + node.grad * local if accumulate else node.grad * local
@@ -310,27 +331,94 @@ def _nested():
 
 
 def _reused_intermediate():
-    """Interior nodes used twice: A feeds both factors of A·tanh(A), C both factors of tanh(C)·C.
+    """Interior nodes used twice: A feeds both factors of A·tanh(A), C both factors of tanh(C)·C, D both factors
+    of tanh(tanh(D))·D, once directly and once along a path two steps longer.
 
-    A node reached along two paths must wait until both have sent their share: a walk that marks a
-    node visited when it is pushed, not when it is popped, can place A's user before A here."""
+    A node reached along two paths must wait until both have sent their share: a walk that marks a node visited
+    when it is pushed, not when it is popped, can place A's user before A here (or C's, with the parents pushed
+    in the other order); a breadth-first walk takes D by its short path and places it before tanh(D)."""
     w = Value(0.5, label="w")
     A = w * 2.0
     C = w * 3.0
-    return A * A.tanh() + C.tanh() * C, [w, A, C]
+    D = w * 4.0
+    return A * A.tanh() + C.tanh() * C + D.tanh().tanh() * D, [w, A, C, D]
+
+
+def _breadth_first(root):
+    """A backward on a queue: each node after the nodes nearer the root, walked from the root."""
+    order, seen, queue = [], {id(root)}, collections.deque([root])
+    while queue:
+        node = queue.popleft()
+        order.append(node)
+        for parent in node._parents:
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                queue.append(parent)
+    root.grad = 1.0
+    for node in order:
+        for parent, local in zip(node._parents, node._local):
+            parent.grad += node.grad * local
 
 
 def _root_grad_after(fn, build):
     """What the root's grad is after ``fn`` ran: a diagnosis of "no seed" looks before it names."""
     root, _ = build()
-    fn(root)
+    _at_the_default_recursion_limit(fn, root)
     return root.grad
+
+
+_DEFAULT_RECURSION_LIMIT = 1000  # Python's own; a loop never comes near it, a recursive walk of the long chain does
+
+
+def _at_the_default_recursion_limit(fn, root):
+    """``fn(root)`` with Python's default recursion limit, and the limit as it was afterwards, whatever ``fn`` did.
+
+    The task asks for a loop: a recursive walk passes the long chain only with the limit raised, by the learner's
+    function while it runs or by a cell before the check. Either is named, not passed."""
+    before = sys.getrecursionlimit()
+    during = min(before, _DEFAULT_RECURSION_LIMIT)
+    sys.setrecursionlimit(during)
+    deep = None
+    try:
+        fn(root)
+    except RecursionError as err:
+        deep = err
+    finally:
+        after = sys.getrecursionlimit()
+        sys.setrecursionlimit(before)
+    advice = "use a loop with a stack of your own, not recursion with a raised limit"
+    if after > during:
+        raise LearnerError(
+            f"your function raised Python's recursion limit (sys.setrecursionlimit, from {during:,} to {after:,}), so "
+            f"that a recursive walk can go deeper; the check has set it back to {before:,}. The limit is there because "
+            f"every call takes room on a stack of fixed size, and a deep enough graph crashes Python whatever the limit "
+            f"says: {advice}. (The task asks for a loop.)")
+    if deep is None:
+        return
+    if before == during:
+        raise deep  # code.py says where it went deeper than Python allows
+    where = _learner_line(deep.__traceback__) or "a recursive call"
+    raise LearnerError(
+        f"your function went deeper than Python allows by default (RecursionError at {during:,} calls, at {where}). "
+        f"This session's recursion limit had been raised to {before:,}, but the check runs with Python's own: "
+        f"{advice}. (The task asks for a loop.)")
 
 
 def _grads(fn, build):
     root, watched = build()
-    fn(root)
-    return np.array([node.grad for node in watched], dtype=np.float64)
+    _at_the_default_recursion_limit(fn, root)
+    grads = np.array([node.grad for node in watched], dtype=np.float64)
+    if root.grad == 0 and not grads.any():  # nothing at all was filled: no seed, or no walk either?
+        again, watched_again = build()
+        again.grad = 1.0  # seeded for it: a walk that forgot only the seed now fills the others
+        _at_the_default_recursion_limit(fn, again)
+        if not any(node.grad for node in watched_again):
+            raise LearnerError(
+                "no gradient was filled at all: after your function ran, every .grad was still 0, the root's too "
+                "(there is no seed, root.grad = 1, and nothing was added into any other node's grad). backward "
+                "returns nothing; it fills each node's .grad in place: set root.grad = 1, then walk the order "
+                "backwards and add node.grad * local into each parent's .grad.")
+    return grads
 
 
 register(CodeExercise(
@@ -349,9 +437,11 @@ register(CodeExercise(
                    Case("a shared weight", (_shared_weight,), detail="w used at three time steps; grad of w"),
                    Case("a tangle of reuse (x feeds everything)", (_nested,), detail="grads of x, z, q, h"),
                    Case("a reused intermediate",
-                        (_reused_intermediate,), detail="A = 2w feeds A·tanh(A), C = 3w feeds tanh(C)·C; grads of w, A, C",
+                        (_reused_intermediate,), detail="A = 2w feeds A·tanh(A), C = 3w feeds tanh(C)·C, D = 4w feeds "
+                                                        "tanh(tanh(D))·D; grads of w, A, C, D",
                         note="A reaches the output directly and through tanh(A), so A must come before tanh(A) in the "
-                             "order: walking it backwards, A passes its gradient on only after both have sent theirs"),
+                             "order: walking it backwards, A passes its gradient on only after both have sent theirs. "
+                             "The same for C, and for D, whose second path is two steps longer than its first"),
                    Case("a chain of 10,000 nodes", (_long_chain,), detail="grad of x",
                         note="10,000 nodes in a row, each with a constant factor: a recursive walk would go 10,000 "
                              "calls deep, more than Python allows, and a search through a list at every node would "
@@ -389,6 +479,13 @@ register(CodeExercise(
                 "passes its gradient on before it is complete. Mark a node visited when it comes off the stack "
                 "(the first time), and push its parents then.",
                 lambda root: backward(root, mark="pushed")),
+        Mistake("a breadth-first order (a queue) in place of a topological one",
+                "a queue gives the nodes in order of their distance from the root, and that is not a topological "
+                "order: a node reached along a short path and along a longer one comes out of the queue before the "
+                "nodes of the longer path that use it, and passes its gradient on before they have sent their "
+                "share. Walk depth-first, with a stack (a list you push to and pop from), append each node after "
+                "its parents, and walk that order backwards.",
+                _breadth_first),
         Mistake("no visited set: a node placed twice",
                 "without a set of the nodes already seen, a node reached along two paths is walked and appended "
                 "twice; walking the order backwards, it then passes its gradient on twice, the first time before it "
