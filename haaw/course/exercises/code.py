@@ -147,7 +147,7 @@ class LearnerError(Exception):
         self.message, self.status = message, status
 
 
-def _learner_line(tb) -> str:
+def learner_line(tb) -> str:
     """'line 3: dW = X @ G' for the innermost frame of the learner's own code, or ''."""
     found = None
     for frame, lineno in traceback.walk_tb(tb):
@@ -162,7 +162,7 @@ def _learner_line(tb) -> str:
 
 
 def _at(err) -> str:
-    where = _learner_line(err.__traceback__)
+    where = learner_line(err.__traceback__)
     return f"\n  at {where}" if where else ""
 
 
@@ -175,10 +175,10 @@ def _call(fn, args, what: str):
     except guard.ShortcutRefused as err:
         raise LearnerError(f"{what} is not its own work: {err}" + _at(err)) from None
     except RecursionError as err:
-        raise LearnerError(f"{what} went deeper than Python allows (RecursionError, at {_learner_line(err.__traceback__) or 'a recursive call'}). "
+        raise LearnerError(f"{what} went deeper than Python allows (RecursionError, at {learner_line(err.__traceback__) or 'a recursive call'}). "
                            "A recursive walk fails on a long chain of nodes: use a loop with an explicit stack or list.") from None
     except Exception as err:  # the learner's code raised: show their line, not ours
-        where = _learner_line(err.__traceback__)
+        where = learner_line(err.__traceback__)
         if isinstance(err, ValueError) and "read-only" in str(err):
             raise LearnerError(f"{what} changes one of its inputs in place" + (f", at {where}" if where else "") +
                                ". The arrays it receives are the engine's own (a gradient another operation still "
@@ -355,9 +355,10 @@ def _diagnosis(ex, fn, case) -> str:
     if ex.diagnose is None:
         return ""
     try:
-        return "\n" + ex.diagnose(fn, *case.args)
+        said = ex.diagnose(fn, *case.args)
     except Exception:
         return ""
+    return "\n" + said if said else ""  # a diagnosis with nothing to add adds no empty line
 
 
 def _arrays_in(args) -> list:

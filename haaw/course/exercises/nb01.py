@@ -145,10 +145,6 @@ class _Watched(float):
     __rmul__ = __mul__
 
 
-class _NothingToSay(Exception):
-    """Raised by a diagnosis with nothing to add: the checker then adds nothing, not even an empty line."""
-
-
 def numerical_slope(reference, count=1):
     """A diagnosis, for a failed case of a forward-and-local exercise: is the derivative a numerical estimate?
 
@@ -163,7 +159,7 @@ def numerical_slope(reference, count=1):
         mine = run(fn, _Watched(args[0], steps), *args[1:])
         value, right = float(np.asarray(mine[0])), float(expected[0])
         if not math.isclose(value, right, rel_tol=1e-9, abs_tol=1e-300):
-            raise _NothingToSay  # the value is wrong as well: not a question of the slope
+            return ""  # the value is wrong as well: not a question of the slope
         for got, want in zip(mine[1:], expected[1:]):
             got, want = float(np.asarray(got)), float(want)
             if math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-15):
@@ -180,7 +176,7 @@ def numerical_slope(reference, count=1):
                     "formula. Automatic differentiation is not numerical differentiation: each operation's local "
                     "derivative is exact up to rounding, and the check holds it to that (a relative 1e-12), which "
                     "no finite difference meets.")
-        raise _NothingToSay
+        return ""
 
     return diagnose
 

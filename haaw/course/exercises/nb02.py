@@ -8,7 +8,7 @@ import numpy as np
 from ...engine import Value
 from ...engine.graph import parents
 from ...engine import guard
-from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
+from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import NumberExercise, register
 from .nb01 import numerical_slope, value_and_locals
 
@@ -397,7 +397,7 @@ def _at_the_default_recursion_limit(fn, root):
         return
     if before == during:
         raise deep  # code.py says where it went deeper than Python allows
-    where = _learner_line(deep.__traceback__) or "a recursive call"
+    where = learner_line(deep.__traceback__) or "a recursive call"
     raise LearnerError(
         f"your function went deeper than Python allows by default (RecursionError at {during:,} calls, at {where}). "
         f"This session's recursion limit had been raised to {before:,}, but the check runs with Python's own: "
