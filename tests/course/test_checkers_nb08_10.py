@@ -3,7 +3,6 @@ in every reasonable form. Each wrong version is plain code as a learner would ty
 import inspect
 
 import numpy as np
-import pytest
 
 from haaw import Tensor
 from haaw.course.exercises import check
@@ -70,3 +69,54 @@ def test_08_a_mean_per_sequence_is_named_as_that_mistake():
 
     message = _refused("08-repair-step", fixed_loss)
     assert "This looks like the mask fixed, but still a mean per sequence" in message, message
+
+
+# --- 09-token-weighted -----------------------------------------------------------------------------------------
+
+
+def test_09_a_token_count_typed_in_is_refused_on_a_batch_of_another_size():
+    def microbatch_loss(losses, mask, total_tokens):
+        return (losses * mask).sum() / 16  # the notebook's batch holds 16 real tokens
+
+    message = _refused("09-token-weighted", microbatch_loss)
+    assert "10 in all" in message and not _named(message), message
+
+
+def test_09_a_microbatch_loss_that_scales_the_mask_in_place_is_refused_and_told_so():
+    def microbatch_loss(losses, mask, total_tokens):
+        mask /= total_tokens
+        return (losses * mask).sum()
+
+    message = _refused("09-token-weighted", microbatch_loss)
+    assert "it changes the mask it was given" in message and not _named(message), message
+
+
+def test_09_scaling_by_the_tokens_and_again_by_the_microbatches_is_refused():
+    def microbatch_loss(losses, mask, total_tokens):
+        return (losses * mask).sum() / total_tokens / 2  # 1/k for accumulation, on top of the token weights
+
+    message = _refused("09-token-weighted", microbatch_loss)
+    assert "wrong values" in message and not _named(message), message
+
+
+def test_09_dividing_by_every_position_of_the_microbatch_is_refused():
+    def microbatch_loss(losses, mask, total_tokens):
+        return (losses * mask).sum() / mask.size
+
+    assert not _named(_refused("09-token-weighted", microbatch_loss))
+
+
+def test_09_a_microbatch_s_own_mean_halved_is_still_named_on_the_new_batches():
+    def microbatch_loss(losses, mask, total_tokens):
+        return (losses * mask).sum() / float(mask.sum()) / 2
+
+    assert "This looks like each microbatch's own mean, divided by the number of microbatches" in _refused(
+        "09-token-weighted", microbatch_loss)
+
+
+def test_09_right_microbatch_losses_are_accepted():
+    def microbatch_loss(losses, mask, total_tokens):
+        return (losses * (mask / total_tokens)).sum()
+
+    assert check("09-token-weighted", microbatch_loss).status == CORRECT
+    assert check("09-token-weighted", inspect.unwrap(REGISTRY["09-token-weighted"].reference)).status == CORRECT

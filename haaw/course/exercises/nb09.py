@@ -4,7 +4,8 @@ import numpy as np
 from .. import nb08
 from ..nb09 import Ring, ring
 from ...engine import guard
-from .code import Case, CodeExercise, LearnerError, Mistake
+from ...engine.plugins import read_only
+from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -178,13 +179,27 @@ def microbatch_loss(losses, mask, total_tokens):
     return (losses * mask).sum() / total_tokens
 
 
+def _leaving_the_mask(fn, losses, mask, total):
+    try:
+        return fn(losses, mask, total)
+    except ValueError as err:
+        if "read-only" not in str(err):
+            raise
+        where = _learner_line(err.__traceback__)
+        raise LearnerError("it changes the mask it was given" + (f", at {where}" if where else "") + ". The mask is "
+                           "part of the caller's batch (in the notebook, a slice of it), used again for the next "
+                           "microbatch and the whole-batch comparison. Make a new array instead (weights = mask / "
+                           "total_tokens, not mask /= total_tokens)") from None
+
+
 def _run_accumulation(fn, lengths, splits):
     inputs, targets, mask = nb08.padded_batch(lengths=lengths, seed=3)
     model = nb08.make_model(seed=3)
     total = float(mask.sum())
     for rows in splits:
         rows = np.array(rows)
-        loss = fn(nb08.token_losses(model, inputs[rows], targets[rows]), mask[rows], total)
+        given = read_only(mask[rows])  # the notebook hands over views of its batch's mask: read-only here too
+        loss = _leaving_the_mask(fn, nb08.token_losses(model, inputs[rows], targets[rows]), given, total)
         if not hasattr(loss, "backward") or getattr(loss, "shape", None) != ():
             raise LearnerError("return the microbatch's loss as a Tensor holding one number, so backward can run; "
                                f"got {loss!r:.50}")
@@ -202,7 +217,12 @@ register(CodeExercise(
     reference=microbatch_loss,
     cases=lambda: [Case("two microbatches", ((6, 3, 5, 2), [[0, 1], [2, 3]]), detail="9 and 7 real tokens"),
                    Case("four microbatches of one sequence", ((6, 3, 5, 2), [[0], [1], [2], [3]])),
-                   Case("uneven", ((1, 7, 4, 4), [[0], [1, 2, 3]]), detail="1 and 15 real tokens")],
+                   Case("uneven", ((1, 7, 4, 4), [[0], [1, 2, 3]]), detail="1 and 15 real tokens"),
+                   Case("another token count", ((2, 5, 3), [[0, 1], [2]]), detail="7 and 3 real tokens, 10 in all",
+                        note="the batches before all held 16 real tokens; this one holds 10 (total_tokens says "
+                             "how many)"),
+                   Case("three microbatches", ((3, 8, 2, 6, 4), [[0, 1], [2, 3], [4]]),
+                        detail="11, 8 and 4 real tokens, 23 in all")],
     outputs=("the accumulated gradients",),
     run=_run_accumulation,
     mistakes=[
