@@ -3,6 +3,7 @@ in every reasonable form. Each wrong version is plain code as a learner would ty
 import inspect
 
 import numpy as np
+import pytest
 
 from haaw import Tensor
 from haaw.course.exercises import check
@@ -120,3 +121,155 @@ def test_09_right_microbatch_losses_are_accepted():
 
     assert check("09-token-weighted", microbatch_loss).status == CORRECT
     assert check("09-token-weighted", inspect.unwrap(REGISTRY["09-token-weighted"].reference)).status == CORRECT
+
+
+# --- 09-ring-all-reduce ----------------------------------------------------------------------------------------
+
+
+def ring_all_reduce(buffers, send):  # the notebook's cell, filled in
+    n = len(buffers)
+    chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
+    for step in range(n - 1):
+        received = send([chunks[i][(i - step) % n] for i in range(n)])
+        for i in range(n):
+            chunks[i][(i - 1 - step) % n] += received[i]
+    for step in range(n - 1):
+        received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+        for i in range(n):
+            chunks[i][(i - step) % n] = received[i]
+    return [np.concatenate(c) for c in chunks]
+
+
+def test_09_the_ring_as_the_notebook_writes_it_passes_with_2d_buffers_among_the_cases():
+    feedback = check("09-ring-all-reduce", ring_all_reduce)
+    assert feedback.status == CORRECT and "2-D buffers" in feedback.message, feedback.message
+
+
+def test_09_a_ring_that_splits_the_flattened_buffer_and_reshapes_it_back_passes():
+    def flat_ring(buffers, send):
+        shape = buffers[0].shape
+        return [r.reshape(shape) for r in ring_all_reduce([b.ravel() for b in buffers], send)]
+
+    assert check("09-ring-all-reduce", flat_ring).status == CORRECT
+
+
+def test_09_the_ring_shown_as_the_solution_passes():
+    namespace = {"np": np}
+    exec(REGISTRY["09-ring-all-reduce"].solution, namespace)
+    assert check("09-ring-all-reduce", namespace["ring_all_reduce"]).status == CORRECT
+
+
+def test_09_a_ring_whose_chunks_are_views_into_the_caller_s_buffers_is_refused():
+    def ring_in_views(buffers, send):
+        n = len(buffers)
+        chunks = [np.array_split(b, n) for b in buffers]  # views: += writes into the caller's gradients
+        for step in range(n - 1):
+            received = send([chunks[i][(i - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - 1 - step) % n] += received[i]
+        for step in range(n - 1):
+            received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - step) % n] = received[i]
+        return [np.concatenate(c) for c in chunks]
+
+    message = _refused("09-ring-all-reduce", ring_in_views)
+    assert "it changes the buffers it was given" in message and not _named(message), message
+
+
+def test_09_an_all_gather_that_copies_from_the_neighbour_s_memory_is_refused():
+    def ring_that_peeks(buffers, send):
+        n = len(buffers)
+        chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
+        for step in range(n - 1):
+            received = send([chunks[i][(i - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - 1 - step) % n] += received[i]
+        for step in range(n - 1):
+            send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+            # every worker takes the finished chunk straight from its left-hand neighbour's list
+            chunks = [[chunks[(i - 1) % n][c].copy() if c == (i - step) % n else chunks[i][c] for c in range(n)]
+                      for i in range(n)]
+        return [np.concatenate(c) for c in chunks]
+
+    message = _refused("09-ring-all-reduce", ring_that_peeks)
+    assert "does not depend on what it received through send in the all-gather" in message, message
+    assert not _named(message)
+
+
+def test_09_a_reduce_scatter_that_adds_the_neighbour_s_chunk_from_its_memory_is_refused():
+    def ring_that_adds_from_memory(buffers, send):
+        n = len(buffers)
+        chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
+        for step in range(n - 1):
+            outgoing = [chunks[i][(i - step) % n].copy() for i in range(n)]
+            send(outgoing)
+            for i in range(n):
+                chunks[i][(i - 1 - step) % n] += outgoing[(i - 1) % n]  # what the neighbour sent, not what arrived
+        for step in range(n - 1):
+            received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - step) % n] = received[i]
+        return [np.concatenate(c) for c in chunks]
+
+    message = _refused("09-ring-all-reduce", ring_that_adds_from_memory)
+    assert "does not depend on what it received through send in the reduce-scatter" in message, message
+
+
+def test_09_a_single_worker_handed_its_own_buffer_back_is_refused():
+    def ring_shortcut_for_one(buffers, send):
+        if len(buffers) == 1:
+            return buffers  # nothing to add: the buffer is already the sum
+        return ring_all_reduce(buffers, send)
+
+    message = _refused("09-ring-all-reduce", ring_shortcut_for_one)
+    assert "shares its memory with a buffer it was given" in message and "one worker" in message, message
+
+
+def test_09_a_2d_result_left_flat_is_refused_with_what_to_do():
+    def flat_ring(buffers, send):
+        return ring_all_reduce([b.ravel() for b in buffers], send)
+
+    message = _refused("09-ring-all-reduce", flat_ring)
+    assert "shape (5, 3)" in message and ".reshape" in message, message
+
+
+def test_09_an_all_gather_that_adds_instead_of_replacing_is_refused():
+    def ring_adds_twice(buffers, send):
+        n = len(buffers)
+        chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
+        for step in range(n - 1):
+            received = send([chunks[i][(i - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - 1 - step) % n] += received[i]
+        for step in range(n - 1):
+            received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - step) % n] += received[i]
+        return [np.concatenate(c) for c in chunks]
+
+    message = _refused("09-ring-all-reduce", ring_adds_twice)
+    assert "wrong values" in message and not _named(message), message
+
+
+@pytest.mark.parametrize("mistake, named", [
+    (dict(gather=False), "no all-gather"), (dict(steps=lambda n: max(n - 2, 0)), "one step short"),
+    (dict(average=True), "averaging in the all-reduce")])
+def test_09_the_named_ring_mistakes_are_still_named_as_a_learner_writes_them(mistake, named):
+    steps = mistake.get("steps", lambda n: n - 1)
+    gather, average = mistake.get("gather", True), mistake.get("average", False)
+
+    def ring(buffers, send):
+        n = len(buffers)
+        chunks = [np.array_split(b.astype(np.float64), n) for b in buffers]
+        for step in range(steps(n)):
+            received = send([chunks[i][(i - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - 1 - step) % n] += received[i]
+        for step in range(n - 1 if gather else 0):
+            received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - step) % n] = received[i]
+        return [np.concatenate(c) / (n if average else 1) for c in chunks]
+
+    assert f"This looks like {named}" in _refused("09-ring-all-reduce", ring)
