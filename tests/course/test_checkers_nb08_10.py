@@ -273,3 +273,81 @@ def test_09_the_named_ring_mistakes_are_still_named_as_a_learner_writes_them(mis
         return [np.concatenate(c) / (n if average else 1) for c in chunks]
 
     assert f"This looks like {named}" in _refused("09-ring-all-reduce", ring)
+
+
+# --- 10-adam-step ----------------------------------------------------------------------------------------------
+
+
+def _adam(p, g, m, v, t, lr, beta1, beta2, eps):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    return p - lr * (m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + eps), m, v
+
+
+def test_10_adam_returning_a_list_or_one_stacked_array_is_accepted():
+    def adam_list(p, g, m, v, t, lr, beta1, beta2, eps):
+        return list(_adam(p, g, m, v, t, lr, beta1, beta2, eps))
+
+    def adam_array(p, g, m, v, t, lr, beta1, beta2, eps):
+        return np.array(_adam(p, g, m, v, t, lr, beta1, beta2, eps))
+
+    for fn in (adam_list, adam_array):
+        assert check("10-adam-step", fn).status == CORRECT, fn.__name__
+    assert check("10-adam-step", inspect.unwrap(REGISTRY["10-adam-step"].reference)).status == CORRECT
+
+
+def test_10_adam_returning_only_the_new_p_is_still_told_to_return_three():
+    def adam_p_only(p, g, m, v, t, lr, beta1, beta2, eps):
+        return _adam(p, g, m, v, t, lr, beta1, beta2, eps)[0]
+
+    assert "return three arrays: the new p, m and v" in _refused("10-adam-step", adam_p_only)
+
+
+def test_10_adam_that_updates_its_arrays_in_place_is_refused_as_the_engine_would():
+    def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
+        m *= beta1
+        m += (1 - beta1) * g
+        v *= beta2
+        v += (1 - beta2) * g * g
+        p -= lr * (m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + eps)
+        return p, m, v
+
+    message = _refused("10-adam-step", adam_step)
+    assert "in place, at line" in message and "m *= beta1" in message and not _named(message), message
+
+
+def test_10_adam_stepping_with_the_uncorrected_mean_is_refused():
+    def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        v_hat = v / (1 - beta2**t)
+        return p - lr * m / (np.sqrt(v_hat) + eps), m, v  # m, not m_hat
+
+    assert not _named(_refused("10-adam-step", adam_step))
+
+
+def test_10_adam_that_carries_the_corrected_means_to_the_next_step_is_refused():
+    def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
+        m = (beta1 * m + (1 - beta1) * g) / (1 - beta1**t)
+        v = (beta2 * v + (1 - beta2) * g * g) / (1 - beta2**t)
+        return p - lr * m / (np.sqrt(v) + eps), m, v
+
+    assert not _named(_refused("10-adam-step", adam_step))
+
+
+def test_10_adam_with_the_correction_one_step_ahead_is_refused():
+    def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        return p - lr * (m / (1 - beta1**(t + 1))) / (np.sqrt(v / (1 - beta2**(t + 1))) + eps), m, v
+
+    assert not _named(_refused("10-adam-step", adam_step))
+
+
+def test_10_adam_without_the_correction_is_named():
+    def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        return p - lr * m / (np.sqrt(v) + eps), m, v
+
+    assert "This looks like no bias correction" in _refused("10-adam-step", adam_step)
