@@ -351,3 +351,26 @@ def test_10_adam_without_the_correction_is_named():
         return p - lr * m / (np.sqrt(v) + eps), m, v
 
     assert "This looks like no bias correction" in _refused("10-adam-step", adam_step)
+
+
+# --- the outputs of a code exercise ----------------------------------------------------------------------------
+
+
+def test_outputs_given_as_a_list_or_as_one_stacked_array_are_read_as_the_values_in_order():
+    from haaw.course.exercises.code import LearnerError, _as_outputs
+
+    dQ, dK, dV = np.ones((2, 3)), np.zeros((2, 3)), np.full((2, 3), 2.0)
+    for given in ((dQ, dK, dV), [dQ, dK, dV], np.array([dQ, dK, dV])):
+        outputs = _as_outputs(given, ("dQ", "dK", "dV"), 3)
+        assert len(outputs) == 3 and all(np.array_equal(a, b) for a, b in zip(outputs, (dQ, dK, dV)))
+    with pytest.raises(LearnerError, match=r"return 3 values, \(dQ, dK, dV\); got one ndarray"):
+        _as_outputs(np.ones((2, 3)), ("dQ", "dK", "dV"), 3)  # one array of another length is still one value
+
+
+def test_a_code_exercise_accepts_its_outputs_in_a_list():
+    linear_backward = inspect.unwrap(REGISTRY["03-linear-backward"].reference)
+
+    def as_list(X, W, G):
+        return list(linear_backward(X, W, G))
+
+    assert check("03-linear-backward", as_list).status == CORRECT
