@@ -7,7 +7,7 @@ import pytest
 
 from haaw import Tensor
 from haaw.course.exercises import check
-from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.course.exercises.core import CORRECT, UNREADABLE, WRONG
 from haaw.course.exercises.registry import REGISTRY
 
 
@@ -374,3 +374,50 @@ def test_a_code_exercise_accepts_its_outputs_in_a_list():
         return list(linear_backward(X, W, G))
 
     assert check("03-linear-backward", as_list).status == CORRECT
+
+
+# --- answers typed or computed: units, counted things, functions, words, float32 -----------------------------
+
+
+@pytest.mark.parametrize("key, answer", [
+    ("09-ring-bytes", "1.5 GB"), ("09-ring-bytes", "1.5GB"), ("09-ring-bytes", "1.5 gigabytes"),
+    ("09-ring-bytes", "2 * 3/4 GB"), ("03-jacobian-bytes", "275 gigabytes"), ("03-jacobian-bytes", "2^38 bytes"),
+    ("03-jacobian-bytes", "256 gibibytes"), ("06-adam-bytes", "16 bytes per parameter"),
+    ("02-passes", "9 passes"), ("02-passes", "9 forward-mode passes"), ("06-sqrt", "20 arrays"),
+    ("04-clip", "sqrt(169)"), ("04-clip", "√169"), ("04-clip", "np.sqrt(3**2 + 4**2 + 12**2)"),
+    ("10-initial-loss", "np.log(31)"), ("10-initial-loss", "ln(31)"),
+])
+def test_a_right_number_is_accepted_with_its_unit_what_it_counts_or_as_arithmetic(key, answer):
+    feedback = check(key, answer)
+    assert feedback.status == CORRECT, feedback.message
+
+
+@pytest.mark.parametrize("typed, unit", [("1.5 GiB", "GiB"), ("1500 MB", "MB"), ("1.5e9 bytes", "bytes"),
+                                         ("0.75 GiB", "GiB")])
+def test_a_unit_other_than_the_one_asked_is_refused_with_the_unit_asked(typed, unit):
+    feedback = check("09-ring-bytes", typed)
+    assert feedback.status == UNREADABLE, feedback.message
+    assert f"the question asks in GB (1 GB = 10⁹ bytes), and {unit} is another unit" in feedback.message
+    assert "reduce-scatter half" not in feedback.message  # 0.75 GiB is not the mistake 0.75 GB
+
+
+def test_the_answer_in_bytes_where_gb_are_asked_is_told_so():
+    feedback = check("09-ring-bytes", "1.5e9")
+    assert feedback.status == WRONG and "is the answer in bytes, but the question asks in GB" in feedback.message
+
+
+def test_a_mistake_in_the_unit_asked_is_still_named():
+    assert "only the reduce-scatter half" in check("09-ring-bytes", "0.75 GB").message
+    assert "log base 2" in check("10-initial-loss", "log2(31)").message
+
+
+@pytest.mark.parametrize("key, typed, words", [
+    ("02-passes", "9 GB", "GB is a unit of memory, but the question asks how many forward-mode passes"),
+    ("02-passes", "9 weights", "the question asks how many forward-mode passes; type the number alone"),
+    ("03-jacobian-bytes", "68719476736 entries", "the question asks how many bytes"),
+    ("07-scale", "64 GB", "the question does not ask for one"),
+    ("07-scale", "64 apples", "the unit 'apples' is not one the checker knows"),
+])
+def test_words_after_a_number_must_be_what_the_question_asks_for(key, typed, words):
+    feedback = check(key, typed)
+    assert feedback.status == UNREADABLE and words in feedback.message, feedback.message
