@@ -392,6 +392,12 @@ def test_a_right_number_is_accepted_with_its_unit_what_it_counts_or_as_arithmeti
     assert feedback.status == CORRECT, feedback.message
 
 
+@pytest.mark.parametrize("answer", ["back-prop", "Back prop", "loss.backward"])
+def test_the_right_phase_is_accepted_spaced_hyphenated_or_without_its_brackets(answer):
+    feedback = check("10-which-phase", answer)
+    assert feedback.status == CORRECT, feedback.message
+
+
 @pytest.mark.parametrize("typed, unit", [("1.5 GiB", "GiB"), ("1500 MB", "MB"), ("1.5e9 bytes", "bytes"),
                                          ("0.75 GiB", "GiB")])
 def test_a_unit_other_than_the_one_asked_is_refused_with_the_unit_asked(typed, unit):

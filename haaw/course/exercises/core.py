@@ -447,6 +447,12 @@ class ChoiceExercise(_TypedAnswer):
                 if form in known:
                     word = form
                     break
+        if word not in known:  # "back-prop" or "back prop" for "backprop": the same word, spaced or hyphenated
+            squeezed = {k.replace(" ", "").replace("()", ""): k for k in known}
+            for form in (word.replace(" ", "").replace("()", ""), word.replace(" ", "").replace("()", "").rstrip("s")):
+                if form in squeezed:
+                    word = squeezed[form]
+                    break
         if word in {_words(a) for a in accepted}:
             return Feedback(CORRECT, f"Correct: {' '.join(answer.split()).rstrip('.')}.")  # in the learner's words
         for wrong, why in self.mistake_pairs():
