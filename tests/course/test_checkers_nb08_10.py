@@ -398,6 +398,16 @@ def test_the_right_phase_is_accepted_spaced_hyphenated_or_without_its_brackets(a
     assert feedback.status == CORRECT, feedback.message
 
 
+@pytest.mark.parametrize("key, answer", [
+    ("05-softmax-grad", np.float32(-0.15)), ("05-softmax-grad", np.array([-0.15], dtype=np.float32)),
+    ("05-softmax-grad", float(np.float32(-0.15))),  # a float32 tensor's .item()
+    ("04-product", np.float32(0.9) ** 50),
+])
+def test_a_right_number_computed_in_float32_is_accepted(key, answer):
+    feedback = check(key, answer)
+    assert feedback.status == CORRECT, feedback.message
+
+
 @pytest.mark.parametrize("typed, unit", [("1.5 GiB", "GiB"), ("1500 MB", "MB"), ("1.5e9 bytes", "bytes"),
                                          ("0.75 GiB", "GiB")])
 def test_a_unit_other_than_the_one_asked_is_refused_with_the_unit_asked(typed, unit):
@@ -427,3 +437,10 @@ def test_a_mistake_in_the_unit_asked_is_still_named():
 def test_words_after_a_number_must_be_what_the_question_asks_for(key, typed, words):
     feedback = check(key, typed)
     assert feedback.status == UNREADABLE and words in feedback.message, feedback.message
+
+
+def test_float32_leniency_names_no_mistake_it_is_not():
+    assert "the sign is not" in check("05-softmax-grad", np.float32(0.15)).message
+    assert "first logit's gradient" in check("05-softmax-grad", np.float32(0.25)).message
+    assert "is not it" in check("05-softmax-grad", np.float32(-0.1501)).message
+    assert check("05-softmax-grad", "-0.15000000596").status == WRONG  # typed digits are read as typed

@@ -251,6 +251,21 @@ def _as_written(number: float, answer, expected: float) -> bool:
     return float(f"{expected:.{digits - 1}e}") == float(f"{number:.{digits - 1}e}")
 
 
+def _precision(given) -> float:
+    """The relative tolerance the type of a given number allows: about float32's for an np.float32 (or float16's,
+    or an array of one of them), and for a Python float that is exactly a float32 with more digits than anyone types
+    (what a float32 tensor's .item() returns); 0 for anything else, a typed number included."""
+    dtype = getattr(given, "dtype", None)
+    if isinstance(given, (np.generic, np.ndarray)) and dtype.kind == "f" and dtype.itemsize < 8:
+        eps = float(np.finfo(dtype).eps)
+    elif (type(given) is float and math.isfinite(given) and not given.is_integer()
+          and float(np.float32(given)) == given and significant_digits(given) > 8):
+        eps = float(np.finfo(np.float32).eps)
+    else:
+        return 0.0
+    return max(1e-5, 8 * eps)  # a few roundings of float32 arithmetic; float16's are coarser
+
+
 def _same_number(number: float, answer, expected: float, rtol: float) -> bool:
     if float(expected).is_integer() and number.is_integer() and number == expected:
         return True  # a count is exact
@@ -361,6 +376,7 @@ class NumberExercise(_TypedAnswer):
         return list(self.mistakes.items())
 
     def _check_given(self, answer) -> Feedback:
+        given = answer
         if isinstance(answer, str):
             answer, problem = _plain(answer, self.question)
             if problem:
@@ -368,7 +384,7 @@ class NumberExercise(_TypedAnswer):
         number, problem = _as_number(answer)
         if problem:
             return Feedback(UNREADABLE, problem)
-        rtol = self.rtol
+        rtol = max(self.rtol, _precision(given))  # np.float32(-0.15) is -0.15 as float32 holds it
         expected = float(self.answer)
         counted = expected.is_integer() and (number.is_integer() or abs(expected) >= 1e6)  # a count: exact only
         if number == expected or (not counted and _close(number, expected, rtol)):
