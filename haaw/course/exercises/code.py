@@ -217,6 +217,8 @@ def _as_outputs(result, names, expected_count) -> tuple:
     if result is None:
         raise LearnerError("your function returned None: did it forget to `return` the result?")
     if expected_count > 1:
+        if isinstance(result, np.ndarray) and result.ndim and len(result) == expected_count:
+            result = list(result)  # np.array([dX, dW]) of outputs of one shape: a stack of the values, in order
         if not isinstance(result, (tuple, list)):
             raise LearnerError(f"return {expected_count} values, ({', '.join(names)}); got one {type(result).__name__}")
         if len(result) != expected_count:

@@ -80,11 +80,74 @@ def _as_number(answer):
 _PLAIN = re.compile(r"[+-]?(\d{1,3}(,\d{3})+|\d+)?(\.\d*)?([eE][+-]?\d+)?")
 _UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNIT_NAMES = {"b": "bytes", "byte": "bytes", "bytes": "bytes", "kb": "kB", "mb": "MB", "gb": "GB", "tb": "TB",
+               "kib": "KiB", "mib": "MiB", "gib": "GiB", "tib": "TiB"}
+for _prefix, _short in (("kilo", "kb"), ("mega", "mb"), ("giga", "gb"), ("tera", "tb"), ("kibi", "kib"),
+                        ("mebi", "mib"), ("gibi", "gib"), ("tebi", "tib")):
+    for _word in (f"{_prefix}byte", f"{_prefix}bytes"):  # a unit in words: "275 gigabytes"
+        _UNITS[_word], _UNIT_NAMES[_word] = _UNITS[_short], _UNIT_NAMES[_short]
+_POWERS = {1e3: "10³", 1e6: "10⁶", 1e9: "10⁹", 1e12: "10¹²", 2**10: "2¹⁰", 2**20: "2²⁰", 2**30: "2³⁰", 2**40: "2⁴⁰"}
+# "How many forward-mode passes give ...": the words between "how many" and the verb name what is counted
+_HOW_MANY = re.compile(r"\bhow many\s+(.+?)(?=\s+(?:do|does|did|would|will|give|gives|are|is|was|were|can|could|"
+                       r"must|should|take|takes|need|needs|have|has)\b|\s*[?.,:;(]|$)", re.IGNORECASE)
+_FUNCTIONS = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "ln": math.log, "log2": math.log2,
+              "log10": math.log10, "abs": abs}
 
 
-def _plain(text: str):
+def _counted(question: str) -> list:
+    """The words of what a "how many" question counts: ["forward-mode", "passes"], ["GB"]; [] for other questions."""
+    match = _HOW_MANY.search(question or "")
+    return match.group(1).split() if match else []
+
+
+def _asked_unit(question: str) -> str | None:
+    """The unit of memory a question asks for ("gb", "bytes"), or None when it asks for no such unit."""
+    counted = _counted(question)
+    if counted and counted[0].lower() in _UNITS and counted[0] != "b":  # "b" is more often a bias than a byte
+        return counted[0].lower()
+    match = re.search(r"\bin\s+([A-Za-z]+)\b", question or "")  # "... in GB?"
+    return match.group(1).lower() if match and match.group(1).lower() in _UNITS and match.group(1) != "b" else None
+
+
+def _same_word(a: str, b: str) -> bool:
+    """"pass" and "passes", "array" and "arrays": one word, singular or plural, any case."""
+    def forms(word):
+        word = word.lower()
+        return {word, word[:-1] if word.endswith("s") else word, word[:-2] if word.endswith("es") else word}
+    return bool(forms(a) & forms(b))
+
+
+def _number_text(text: str):
+    """A number as typed, as a plain number string that keeps its digits ("1,000" -> "1000"), or the value of
+    arithmetic on numbers ("2^38", "sqrt(169)") as a float's repr; None for anything else."""
+    text = text.strip()
+    if _PLAIN.fullmatch(text.replace(" ", "")) and re.search(r"\d", text):
+        return text.replace(" ", "").replace(",", "")
+    source = re.sub(r"√\s*(\d+(?:\.\d*)?|\([^()]*\))", r"sqrt(\1)", text)  # √169: sqrt(169)
+    source = source.replace("^", "**").replace("×", "*").replace("·", "*")
+    try:
+        value = _arithmetic(ast.parse(source, mode="eval").body)
+    except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+    return repr(float(value))
+
+
+def _scaled(number: str, factor: float) -> str:
+    """``number`` (a number string) times ``factor``, its digits kept where the factor is a power of ten:
+    "275" and 1e9 give "275e9", so that 275 GB is read as precisely as it was typed."""
+    mantissa, _, exponent = number.lower().partition("e")
+    if factor == 1:
+        return number
+    if factor in (1e3, 1e6, 1e9, 1e12):
+        return f"{mantissa}e{int(exponent or 0) + round(math.log10(factor))}"
+    return repr(float(number) * factor)
+
+
+def _plain(text: str, question: str = ""):
     """A number as people write it, as a plain number string (its digits kept, for "as precise as typed"):
-    "1/3", "2**6" or "2^6" (arithmetic on numbers, read without eval), "33%", "275 GB", "16 bytes".
+    "1/3", "2**6" or "2^6", "sqrt(169)" (arithmetic on numbers, read without eval), "33%", "275 GB", "16 bytes",
+    "9 passes". Words after the number must be the unit or the thing the ``question`` asks for: a unit of memory
+    is converted when the question asks for bytes, and must be the question's own when it asks for GB or MiB.
     Returns (text, None) or (None, why it cannot be read)."""
     raw = text.strip().replace("_", "")
     if not raw or _PLAIN.fullmatch(raw.replace(" ", "")):
@@ -92,29 +155,59 @@ def _plain(text: str):
     percent = re.fullmatch(r"(.+?)\s*%", raw)
     if percent and _PLAIN.fullmatch(percent.group(1).strip()):
         return f"{percent.group(1).strip().replace(',', '')}e-2", None
-    unit = re.fullmatch(r"(.+?)\s*([A-Za-z]+)", raw)
-    if unit and _PLAIN.fullmatch(unit.group(1).strip()):
-        factor = _UNITS.get(unit.group(2).lower())
-        if factor is None:
-            return None, (f"{text!r:.40}: the unit {unit.group(2)!r} is not one the checker knows; type the number "
-                          "alone, in the unit the question uses.")
-        number = unit.group(1).strip().replace(",", "")
-        return (number if factor == 1 else f"{number}e{round(math.log10(factor))}" if factor in (1e3, 1e6, 1e9, 1e12)
-                else repr(float(number) * factor)), None
-    try:
-        value = _arithmetic(ast.parse(raw.replace("^", "**").replace("×", "*").replace("·", "*"), mode="eval").body)
-    except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
-        return text.strip(), None  # not arithmetic: _as_number says what it expected
-    return repr(float(value)), None
+    worded = re.fullmatch(r"(.*?[\d.)])\s*([A-Za-z][A-Za-z-]*(?:\s+[A-Za-z][A-Za-z-]*)*)\s*\.?", raw)
+    number = _number_text(worded.group(1)) if worded else None
+    if number is None:
+        value = _number_text(raw)
+        return (text.strip() if value is None else value), None  # not a number: _as_number says what it expected
+    words = re.split(r"[\s-]+", worded.group(2).lower())
+    counted = [w for w in re.split(r"[\s-]+", " ".join(_counted(question)).lower()) if w]
+    asked = _asked_unit(question)
+    what = " ".join(_counted(question))
+    alone = "; type the number alone" + (f" (or with {counted[-1]!r})" if counted and not asked else "") + "."
+    if words[0] in _UNITS:
+        unit, rest = words[0], words[1:]
+        if asked is None:
+            return None, (f"{text!r:.40}: {_UNIT_NAMES[unit]} is a unit of memory, but the question "
+                          + (f"asks how many {what}" if what else "does not ask for one") + alone)
+        if rest and not all(any(_same_word(w, c) for c in counted[1:]) for w in rest):
+            return None, f"{text!r:.40}: the question asks how many {what}{alone}"
+        if _UNITS[asked] == 1:  # asked for bytes: any multiple of a byte is a number of bytes
+            return _scaled(number, _UNITS[unit]), None
+        if _UNIT_NAMES[unit] != _UNIT_NAMES[asked]:
+            name, other = _UNIT_NAMES[asked], _UNIT_NAMES[unit]
+            one = "byte" if other == "bytes" else other
+            return None, (f"{text!r:.40}: the question asks in {name} (1 {name} = {_POWERS[_UNITS[asked]]} bytes), "
+                          f"and {other} is another unit (1 {one} = {_show(_UNITS[unit] / _UNITS[asked])} {name}). "
+                          f"Give the number of {name}.")
+        return number, None
+    if counted and not asked and all(any(_same_word(w, c) for c in counted) for w in words) and any(
+            _same_word(w, counted[-1]) for w in words):
+        return number, None  # "9 passes", "20 such arrays": what the question counts
+    if counted:
+        return None, f"{text!r:.40}: the question asks how many {what}{alone}"
+    return None, (f"{text!r:.40}: the unit {worded.group(2)!r} is not one the checker knows; type the number "
+                  "alone, in the unit the question uses.")
 
 
 def _arithmetic(node):
-    """The value of +, -, *, / and ** on plain numbers; anything else (a name, a call) is refused."""
+    """The value of +, -, *, / and ** on plain numbers, and of sqrt, exp and log (ln, log2, log10) of them, also
+    written np.sqrt or math.sqrt; anything else (a name, another call) is refused."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         value = _arithmetic(node.operand)
         return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in (
+                "np", "numpy", "math"):
+            name = func.attr
+        else:
+            name = func.id if isinstance(func, ast.Name) else None
+        if name in _FUNCTIONS:
+            return _FUNCTIONS[name](_arithmetic(node.args[0]))
+        raise ValueError("not arithmetic on numbers")
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
         left, right = _arithmetic(node.left), _arithmetic(node.right)
         if isinstance(node.op, ast.Pow):
@@ -156,6 +249,21 @@ def _as_written(number: float, answer, expected: float) -> bool:
     if digits < 3 or expected == 0 or not math.isfinite(expected):
         return False
     return float(f"{expected:.{digits - 1}e}") == float(f"{number:.{digits - 1}e}")
+
+
+def _precision(given) -> float:
+    """The relative tolerance the type of a given number allows: about float32's for an np.float32 (or float16's,
+    or an array of one of them), and for a Python float that is exactly a float32 with more digits than anyone types
+    (what a float32 tensor's .item() returns); 0 for anything else, a typed number included."""
+    dtype = getattr(given, "dtype", None)
+    if isinstance(given, (np.generic, np.ndarray)) and dtype.kind == "f" and dtype.itemsize < 8:
+        eps = float(np.finfo(dtype).eps)
+    elif (type(given) is float and math.isfinite(given) and not given.is_integer()
+          and float(np.float32(given)) == given and significant_digits(given) > 8):
+        eps = float(np.finfo(np.float32).eps)
+    else:
+        return 0.0
+    return max(1e-5, 8 * eps)  # a few roundings of float32 arithmetic; float16's are coarser
 
 
 def _same_number(number: float, answer, expected: float, rtol: float) -> bool:
@@ -268,24 +376,31 @@ class NumberExercise(_TypedAnswer):
         return list(self.mistakes.items())
 
     def _check_given(self, answer) -> Feedback:
+        given = answer
         if isinstance(answer, str):
-            answer, problem = _plain(answer)
+            answer, problem = _plain(answer, self.question)
             if problem:
                 return Feedback(UNREADABLE, problem)
         number, problem = _as_number(answer)
         if problem:
             return Feedback(UNREADABLE, problem)
+        rtol = max(self.rtol, _precision(given))  # np.float32(-0.15) is -0.15 as float32 holds it
         expected = float(self.answer)
         counted = expected.is_integer() and (number.is_integer() or abs(expected) >= 1e6)  # a count: exact only
-        if number == expected or (not counted and _close(number, expected, self.rtol)):
+        if number == expected or (not counted and _close(number, expected, rtol)):
             return Feedback(CORRECT, f"Correct: {_show(number)}.")
         for wrong, why in self.mistake_pairs():  # a named mistake first: "2.00" is the mistake 2, not 2.002 rounded
-            if _close(number, float(wrong), self.rtol):
+            if _close(number, float(wrong), rtol):
                 return Feedback(WRONG, f"Not quite: {_show(number)}. {why}")
-        if _same_number(number, answer, expected, self.rtol):
+        if _same_number(number, answer, expected, rtol):
             return Feedback(CORRECT, f"Correct: {_show(number)}.")
-        if _close(number, -float(self.answer), self.rtol):
+        if _close(number, -float(self.answer), rtol):
             return Feedback(WRONG, f"Not quite: {_show(number)}. The size is right but the sign is not: check it.")
+        asked = _asked_unit(self.question)
+        if asked and _UNITS[asked] != 1 and _close(number, expected * _UNITS[asked], rtol):
+            name = _UNIT_NAMES[asked]
+            return Feedback(WRONG, f"Not quite: {_show(number)} is the answer in bytes, but the question asks in "
+                                   f"{name}: give the number of {name} (1 {name} = {_POWERS[_UNITS[asked]]} bytes).")
         return Feedback(WRONG, f"Not quite: {_show(number)} is not it. Try hint({self.key!r}).")
 
 
@@ -347,6 +462,12 @@ class ChoiceExercise(_TypedAnswer):
             for form in (word.replace("()", ""), word[:-1] if word.endswith("s") else word):
                 if form in known:
                     word = form
+                    break
+        if word not in known:  # "back-prop" or "back prop" for "backprop": the same word, spaced or hyphenated
+            squeezed = {k.replace(" ", "").replace("()", ""): k for k in known}
+            for form in (word.replace(" ", "").replace("()", ""), word.replace(" ", "").replace("()", "").rstrip("s")):
+                if form in squeezed:
+                    word = squeezed[form]
                     break
         if word in {_words(a) for a in accepted}:
             return Feedback(CORRECT, f"Correct: {' '.join(answer.split()).rstrip('.')}.")  # in the learner's words

@@ -3,7 +3,8 @@ import numpy as np
 
 from .. import nb08 as props
 from ...engine import guard
-from .code import Case, CodeExercise, LearnerError, Mistake
+from ...engine.plugins import read_only
+from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
 from .core import BugExercise, register
 
 # What can go wrong in a few lines of training code, as sections 1 to 9 of the notebook taught it: the menu every
@@ -149,7 +150,8 @@ def _run_step(reduce, lengths, pad_to, seed):
     batch = props.padded_batch(lengths=lengths, pad_to=pad_to, seed=seed)
     model = props.make_model(seed=seed)
     losses = props.token_losses(model, batch[0], batch[1])
-    loss = reduce(losses, batch[2])
+    mask = read_only(batch[2])  # the caller's own mask: the audit and the notebook use it again afterwards
+    loss = _reduce_leaving_the_mask(reduce, losses, mask)
     if not hasattr(loss, "backward") or getattr(loss, "shape", None) != ():
         raise LearnerError(f"return the loss as a Tensor holding one number (shape ()), so that backward can run; "
                            f"got {loss!r:.50}")
@@ -157,6 +159,22 @@ def _run_step(reduce, lengths, pad_to, seed):
     grads = np.concatenate([(p.grad if p.grad is not None else np.zeros_like(p.data)).ravel()
                             for p in model.parameters()])
     return np.asarray(loss.item()), grads
+
+
+def _reduce_leaving_the_mask(reduce, losses, mask):
+    """``reduce(losses, mask)``; a reduction that changes the mask in place (``mask /= mask.sum()``) is told so at
+    its line: the mask is the caller's, and a caller that reduces the same batch again (the audit does) would get
+    another loss from it."""
+    try:
+        return reduce(losses, mask)
+    except ValueError as err:
+        if "read-only" not in str(err):
+            raise
+        where = _learner_line(err.__traceback__)
+        raise LearnerError("it changes the mask it was given" + (f", at {where}" if where else "") + ". The mask "
+                           "belongs to the caller, who uses it again: the audit below reduces the same batch a second "
+                           "time, and would find another loss. Make a new array instead (weights = mask / "
+                           "mask.sum(), not mask /= mask.sum())") from None
 
 
 def _audit_says(reduce, lengths, pad_to, seed):

@@ -2,9 +2,10 @@
 import numpy as np
 
 from .. import nb08
-from ..nb09 import Ring, ring
+from ..nb09 import ring
 from ...engine import guard
-from .code import Case, CodeExercise, LearnerError, Mistake
+from ...engine.plugins import read_only
+from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -61,7 +62,7 @@ register(NumberExercise(
 
 RING_SOLUTION = '''\
 def ring_all_reduce(buffers, send):
-    """Each of the N workers holds one buffer (a 1-D array, all of the same length). Return what every worker
+    """Each of the N workers holds one buffer (an array; all have the same shape). Return what every worker
     holds afterwards, the sum of all N buffers, computed by passing chunks around the ring with ``send``:
     ``received = send(outgoing)`` is one step, in which worker i sends ``outgoing[i]`` to worker (i + 1) % N
     and ``received[i]`` is what worker i got from worker (i − 1) % N."""
@@ -79,38 +80,115 @@ def ring_all_reduce(buffers, send):
     return [np.concatenate(c) for c in chunks]
 '''
 
-ring_all_reduce = ring  # the reference: the course's ring, with its default (right) keyword arguments
+def ring_all_reduce(buffers, send):
+    """The reference: the course's ring, with its default (right) keyword arguments, every worker's result in the
+    shape of the buffers (the course's ring works on them flattened)."""
+    shape = np.shape(buffers[0])
+    return [r.reshape(shape) for r in ring(buffers, send)]
 
 
-def _run_ring(fn, buffers):
-    wires = Ring(len(buffers), length=len(buffers[0]))
-    result = fn([b.copy() for b in buffers], wires)
+def _largest_chunk(shape, workers: int) -> int:
+    """The most numbers one chunk can hold when a buffer of ``shape`` is cut into ``workers`` pieces with
+    np.array_split, flattened or along any one axis (a (3, 4) buffer split 2 ways along its rows: 8 numbers)."""
+    size = int(np.prod(shape))
+    return max([-(-size // workers)] + [-(-d // workers) * (size // d) for d in shape if d])
+
+
+class _Wires:
+    """The checker's ring, ``received = send(outgoing)`` as notebook 09's Ring: worker i's message goes to worker
+    (i + 1) % N, a copy that crossed a wire, and the ring counts steps and numbers. A message keeps its shape
+    (a chunk of a 2-D buffer arrives as one), and may hold at most one chunk. The steps numbered in ``tamper``
+    change every message on its way (+1000), so the checker can see what a result was built from."""
+
+    def __init__(self, shape, workers: int, tamper=()):
+        self.workers, self.largest, self.tamper = workers, _largest_chunk(shape, workers), set(tamper)
+        self.steps, self.numbers_sent = 0, 0
+
+    def __call__(self, outgoing):
+        n = self.workers
+        if not isinstance(outgoing, (list, tuple)) or len(outgoing) != n:
+            raise ValueError(f"send takes a list of {n} chunks, one per worker (outgoing[i] goes from worker i to "
+                             f"worker (i + 1) % {n}); got {type(outgoing).__name__}"
+                             + (f" of length {len(outgoing)}" if isinstance(outgoing, (list, tuple)) else ""))
+        messages = [np.array(o, dtype=np.float64) for o in outgoing]  # a copy: it crossed a wire
+        for i, m in enumerate(messages):
+            if m.size > self.largest:
+                raise ValueError(f"in step {self.steps + 1} worker {i} sent {m.size} numbers, but one chunk of its "
+                                 f"buffer split {n} ways holds at most {self.largest}: a ring sends one chunk per "
+                                 "worker per step")
+        self.steps += 1
+        self.numbers_sent += sum(m.size for m in messages)
+        if self.steps in self.tamper:
+            messages = [m + 1000.0 for m in messages]
+        return [messages[(i - 1) % n] for i in range(n)]
+
+
+def _ring_call(fn, buffers, wires) -> np.ndarray:
+    """Every worker's result of ``fn(buffers, wires)``, stacked. ``fn`` gets the buffers read-only, as the
+    notebook's later cells hand over their own gradients, and must return new arrays."""
+    given = [read_only(np.asarray(b), copy=True) for b in buffers]
+    try:
+        result = fn(given, wires)
+    except ValueError as err:
+        if "read-only" not in str(err):
+            raise
+        where = _learner_line(err.__traceback__)
+        raise LearnerError("it changes the buffers it was given" + (f", at {where}" if where else "") + ". They "
+                           "belong to the caller, who still needs them (a later cell adds them up again). "
+                           "np.array_split(b, n) gives views into b, so `chunk += received` writes into b: split a "
+                           "copy, np.array_split(b.astype(np.float64), n), or write chunk = chunk + received") from None
     if not isinstance(result, (list, tuple)) or len(result) != len(buffers):
         raise LearnerError(f"return a list with one array per worker ({len(buffers)}); got {type(result).__name__}"
                            + (f" of length {len(result)}" if isinstance(result, (list, tuple)) else ""))
+    for i, r in enumerate(result):
+        if isinstance(r, np.ndarray) and any(np.shares_memory(r, g) for g in given):
+            raise LearnerError(f"worker {i}'s result shares its memory with a buffer it was given: it is the "
+                               "caller's array (or a view of it), so a later change to either changes both. Return "
+                               "new arrays (np.concatenate makes one; or .copy())")
+    shape = np.shape(buffers[0])
     shapes = {np.shape(r) for r in result}
-    if shapes != {buffers[0].shape}:
-        raise LearnerError(f"every worker must end with a whole buffer of shape {buffers[0].shape}; got {sorted(shapes)}")
-    results = np.stack([np.asarray(r, dtype=np.float64) for r in result])
-    if wires.steps and len(buffers) > 1:
+    if shapes != {shape}:
+        raise LearnerError(f"every worker must end with a whole buffer of shape {shape}; got {sorted(shapes)}"
+                           + (": put the result back in the buffer's shape (.reshape)" if
+                              all(int(np.prod(s)) == int(np.prod(shape)) for s in shapes) else ""))
+    return np.stack([np.asarray(r, dtype=np.float64) for r in result])
+
+
+def _run_ring(fn, buffers):
+    n = len(buffers)
+    wires = _Wires(np.shape(buffers[0]), n)
+    results = _ring_call(fn, buffers, wires)
+    if n > 1 and wires.steps == 2 * (n - 1):  # the right count: then each half must use what it received
         _uses_what_it_receives(fn, buffers, results)
     return results, np.array([wires.steps, wires.numbers_sent])
 
 
 def _uses_what_it_receives(fn, buffers, results):
-    """A worker may use only its own buffer and what reaches it through send: run again with every message
-    changed on the wire; a worker whose result does not change did not use what it received."""
-    honest = Ring(len(buffers), length=len(buffers[0]))
-
-    def tampered(outgoing):
-        return [m + 1000.0 for m in honest(outgoing)]
-
-    again = fn([b.copy() for b in buffers], tampered)
+    """A worker may use only its own buffer and what reaches it through send. Run again with the messages of the
+    reduce-scatter changed on the wire: every number of every result must change, since each finished chunk was
+    added up from what arrived. Then with those of the all-gather changed: a worker finishes one chunk itself and
+    receives all the others, so at most one chunk of its result may stay as it was."""
+    n, shape = len(buffers), np.shape(buffers[0])
+    again = _ring_call(fn, buffers, _Wires(shape, n, tamper=range(1, n)))
     for i, (before, after) in enumerate(zip(results, again)):
-        if np.allclose(before, np.asarray(after, dtype=np.float64)):
-            raise LearnerError(f"worker {i}'s result does not depend on what it received through send: it must be "
-                               "built from its own buffer and the chunks that reach it, not from the other "
-                               "workers' buffers (which a real worker cannot see)")
+        kept = np.isclose(before, after)
+        if kept.any():
+            raise LearnerError(f"worker {i}'s result does not depend on what it received through send in the "
+                               f"reduce-scatter (the first N − 1 = {n - 1} steps): {int(kept.sum())} of its "
+                               f"{kept.size} numbers stay the same when every message of those steps arrives "
+                               "changed. Each chunk's sum must be built from what the left-hand neighbour sends "
+                               "(received[i]), not from the other workers' buffers (which a real worker cannot see)")
+    largest = _largest_chunk(shape, n)
+    again = _ring_call(fn, buffers, _Wires(shape, n, tamper=range(n, 2 * n - 1)))
+    for i, (before, after) in enumerate(zip(results, again)):
+        kept = int(np.isclose(before, after).sum())
+        if kept > largest:
+            raise LearnerError(f"worker {i}'s result does not depend on what it received through send in the "
+                               f"all-gather (the last N − 1 = {n - 1} steps): {kept} of its {before.size} numbers "
+                               "stay the same when every message of those steps arrives changed, more than the one "
+                               f"chunk (at most {largest} numbers) it finished itself. Each finished chunk must be "
+                               "copied from what arrives (received[i]), not from another worker's chunks (which a "
+                               "real worker cannot see)")
 
 
 def _ring_cases():
@@ -122,11 +200,28 @@ def _ring_cases():
             Case("4 workers", ([rng.standard_normal(10) for _ in range(4)],), detail="length 10 (not a multiple of 4)",
                  note="10 numbers do not split into 4 equal chunks: np.array_split allows chunks of 3, 3, 2, 2"),
             Case("8 workers", ([rng.standard_normal(5) for _ in range(8)],), detail="length 5 (fewer numbers than workers)"),
-            Case("5 workers", ([rng.standard_normal(1000) for _ in range(5)],), detail="length 1000")]
+            Case("5 workers", ([rng.standard_normal(1000) for _ in range(5)],), detail="length 1000"),
+            Case("2-D buffers", ([rng.standard_normal((5, 3)) for _ in range(3)],), detail="3 workers, shape (5, 3)",
+                 note="a buffer may have any shape: every worker ends with an array of the buffer's shape")]
 
 
-def _ring_variant(**mistake):
-    return lambda buffers, send: ring(buffers, send, **mistake)
+def _ring_variant(*, steps=None, gather=True, average=False):
+    """A ring as the notebook's cell writes it, np.array_split along the first axis (for a 1-D buffer, the course's
+    ring), making one named mistake with its keywords: ``steps(n)`` reduce-scatter steps instead of N − 1, no
+    all-gather, or a division by N. Split as the learner splits, a 2-D buffer's mistake is the learner's too."""
+    def ring_all_reduce(buffers, send):
+        n = len(buffers)
+        chunks = [np.array_split(np.array(b, dtype=np.float64), n) for b in buffers]
+        for step in range(n - 1 if steps is None else steps(n)):
+            received = send([chunks[i][(i - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - 1 - step) % n] = chunks[i][(i - 1 - step) % n] + received[i]
+        for step in range(n - 1 if gather else 0):
+            received = send([chunks[i][(i + 1 - step) % n] for i in range(n)])
+            for i in range(n):
+                chunks[i][(i - step) % n] = received[i]
+        return [np.concatenate(c) / (n if average else 1) for c in chunks]
+    return ring_all_reduce
 
 
 def _no_ring(buffers, send):
@@ -178,13 +273,27 @@ def microbatch_loss(losses, mask, total_tokens):
     return (losses * mask).sum() / total_tokens
 
 
+def _leaving_the_mask(fn, losses, mask, total):
+    try:
+        return fn(losses, mask, total)
+    except ValueError as err:
+        if "read-only" not in str(err):
+            raise
+        where = _learner_line(err.__traceback__)
+        raise LearnerError("it changes the mask it was given" + (f", at {where}" if where else "") + ". The mask is "
+                           "part of the caller's batch (in the notebook, a slice of it), used again for the next "
+                           "microbatch and the whole-batch comparison. Make a new array instead (weights = mask / "
+                           "total_tokens, not mask /= total_tokens)") from None
+
+
 def _run_accumulation(fn, lengths, splits):
     inputs, targets, mask = nb08.padded_batch(lengths=lengths, seed=3)
     model = nb08.make_model(seed=3)
     total = float(mask.sum())
     for rows in splits:
         rows = np.array(rows)
-        loss = fn(nb08.token_losses(model, inputs[rows], targets[rows]), mask[rows], total)
+        given = read_only(mask[rows])  # the notebook hands over views of its batch's mask: read-only here too
+        loss = _leaving_the_mask(fn, nb08.token_losses(model, inputs[rows], targets[rows]), given, total)
         if not hasattr(loss, "backward") or getattr(loss, "shape", None) != ():
             raise LearnerError("return the microbatch's loss as a Tensor holding one number, so backward can run; "
                                f"got {loss!r:.50}")
@@ -202,7 +311,12 @@ register(CodeExercise(
     reference=microbatch_loss,
     cases=lambda: [Case("two microbatches", ((6, 3, 5, 2), [[0, 1], [2, 3]]), detail="9 and 7 real tokens"),
                    Case("four microbatches of one sequence", ((6, 3, 5, 2), [[0], [1], [2], [3]])),
-                   Case("uneven", ((1, 7, 4, 4), [[0], [1, 2, 3]]), detail="1 and 15 real tokens")],
+                   Case("uneven", ((1, 7, 4, 4), [[0], [1, 2, 3]]), detail="1 and 15 real tokens"),
+                   Case("another token count", ((2, 5, 3), [[0, 1], [2]]), detail="7 and 3 real tokens, 10 in all",
+                        note="the batches before all held 16 real tokens; this one holds 10 (total_tokens says "
+                             "how many)"),
+                   Case("three microbatches", ((3, 8, 2, 6, 4), [[0, 1], [2, 3], [4]]),
+                        detail="11, 8 and 4 real tokens, 23 in all")],
     outputs=("the accumulated gradients",),
     run=_run_accumulation,
     mistakes=[

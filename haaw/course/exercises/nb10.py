@@ -4,7 +4,8 @@ import math
 import numpy as np
 
 from ...engine import guard
-from .code import Case, CodeExercise, LearnerError, Mistake
+from ...engine.plugins import read_only
+from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
 from .core import ChoiceExercise, NumberExercise, register
 from .nb07 import torch_reference
 
@@ -78,15 +79,37 @@ def _adam_variant(**mistake):
     return lambda p, g, m, v, t, lr, beta1, beta2, eps: adam_step(p, g, m, v, t, lr, beta1, beta2, eps, **mistake)
 
 
+def _three(result, shape) -> tuple | None:
+    """(p, m, v) from what an Adam step returned: a tuple or a list of three, or one array stacking the three (as
+    np.array([p, m, v]) makes it); None for anything else."""
+    if isinstance(result, (tuple, list)) and len(result) == 3:
+        return tuple(result)
+    if isinstance(result, np.ndarray) and result.shape == (3, *shape):
+        return tuple(result)
+    return None
+
+
 def _run_adam(fn, run):
     p = np.array(run["p0"])
     m, v, path = np.zeros_like(p), np.zeros_like(p), []
     for t, g in enumerate(run["grads"], start=1):
-        result = fn(p.copy(), np.array(g), m.copy(), v.copy(), t, run["lr"], run["beta1"], run["beta2"], run["eps"])
-        if not (isinstance(result, tuple) and len(result) == 3):
+        # read-only, as the engine hands them over when yours(adam=...) plugs the step in: p -= ... is refused here
+        args = [read_only(a, copy=True) for a in (p, np.array(g), m, v)]
+        try:
+            result = fn(*args, t, run["lr"], run["beta1"], run["beta2"], run["eps"])
+        except ValueError as err:
+            if "read-only" not in str(err):
+                raise
+            where = _learner_line(err.__traceback__)
+            raise LearnerError("it changes p, g, m or v in place" + (f", at {where}" if where else "") + ". The "
+                               "engine hands adam_step its own arrays, read-only, and takes the new ones from what it "
+                               "returns: make new arrays (m = beta1 * m + ..., p = p - ...), not m *= ... or "
+                               "p -= ...") from None
+        three = _three(result, p.shape)
+        if three is None:
             raise LearnerError("return three arrays: the new p, m and v (m and v are needed at the next step); "
                                f"got {result!r:.50}")
-        p, m, v = (np.asarray(r, dtype=np.float64) for r in result)
+        p, m, v = (np.asarray(r, dtype=np.float64) for r in three)
         path.append(p)
     return np.stack(path)
 
