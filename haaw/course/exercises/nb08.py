@@ -4,7 +4,7 @@ import numpy as np
 from .. import nb08 as props
 from ...engine import guard
 from ...engine.plugins import read_only
-from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
+from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import BugExercise, register
 
 # What can go wrong in a few lines of training code, as sections 1 to 9 of the notebook taught it: the menu every
@@ -170,7 +170,7 @@ def _reduce_leaving_the_mask(reduce, losses, mask):
     except ValueError as err:
         if "read-only" not in str(err):
             raise
-        where = _learner_line(err.__traceback__)
+        where = learner_line(err.__traceback__)
         raise LearnerError("it changes the mask it was given" + (f", at {where}" if where else "") + ". The mask "
                            "belongs to the caller, who uses it again: the audit below reduces the same batch a second "
                            "time, and would find another loss. Make a new array instead (weights = mask / "

@@ -5,7 +5,7 @@ from .. import nb08
 from ..nb09 import ring
 from ...engine import guard
 from ...engine.plugins import read_only
-from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
+from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import NumberExercise, register
 
 register(NumberExercise(
@@ -132,7 +132,7 @@ def _ring_call(fn, buffers, wires) -> np.ndarray:
     except ValueError as err:
         if "read-only" not in str(err):
             raise
-        where = _learner_line(err.__traceback__)
+        where = learner_line(err.__traceback__)
         raise LearnerError("it changes the buffers it was given" + (f", at {where}" if where else "") + ". They "
                            "belong to the caller, who still needs them (a later cell adds them up again). "
                            "np.array_split(b, n) gives views into b, so `chunk += received` writes into b: split a "
@@ -279,7 +279,7 @@ def _leaving_the_mask(fn, losses, mask, total):
     except ValueError as err:
         if "read-only" not in str(err):
             raise
-        where = _learner_line(err.__traceback__)
+        where = learner_line(err.__traceback__)
         raise LearnerError("it changes the mask it was given" + (f", at {where}" if where else "") + ". The mask is "
                            "part of the caller's batch (in the notebook, a slice of it), used again for the next "
                            "microbatch and the whole-batch comparison. Make a new array instead (weights = mask / "

@@ -5,7 +5,7 @@ import numpy as np
 
 from ...engine import guard
 from ...engine.plugins import read_only
-from .code import Case, CodeExercise, LearnerError, Mistake, _learner_line
+from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import ChoiceExercise, NumberExercise, register
 from .nb07 import torch_reference
 
@@ -100,7 +100,7 @@ def _run_adam(fn, run):
         except ValueError as err:
             if "read-only" not in str(err):
                 raise
-            where = _learner_line(err.__traceback__)
+            where = learner_line(err.__traceback__)
             raise LearnerError("it changes p, g, m or v in place" + (f", at {where}" if where else "") + ". The "
                                "engine hands adam_step its own arrays, read-only, and takes the new ones from what it "
                                "returns: make new arrays (m = beta1 * m + ..., p = p - ...), not m *= ... or "
