@@ -1,0 +1,141 @@
+"""The code checkers of notebooks 03 to 05 against wrong code written the way learners write it, none of it built
+from the checkers' own lists of mistakes: each is refused and told what it did, and a named mistake is named only
+when the code computes exactly that; the right code, in the other forms people write it, passes, fast."""
+
+import numpy as np
+import pytest
+
+from haaw.course.exercises import check
+from haaw.course.exercises.core import CORRECT, WRONG
+
+
+def refused(key, fn, *words, named=None):
+    """Refuse ``fn``, saying ``words``; name the mistake ``named`` (and only it), or none."""
+    feedback = check(key, fn)
+    assert feedback.status == WRONG, feedback.message
+    for w in words:
+        assert w in feedback.message, (w, feedback.message)
+    if named is None:
+        assert "This looks like" not in feedback.message, feedback.message
+    else:
+        assert f"This looks like {named}:" in feedback.message, feedback.message
+    return feedback.message
+
+
+def passes(key, fn):
+    feedback = check(key, fn)
+    assert feedback.status == CORRECT, feedback.message
+
+
+# --- 03-linear-backward: any number of leading axes, and the inputs' dtype kept ------------------------------
+LINEAR = "03-linear-backward"
+
+
+def linear_for_two_or_three_axes(X, W, G):
+    if X.ndim == 3:  # a batch of sequences
+        dW = np.einsum("bti,btj->ij", X, G)
+        db = G.sum(axis=(0, 1))
+    else:
+        dW = X.T @ G
+        db = G.sum(axis=0)
+    return G @ W.T, dW, db
+
+
+def linear_summing_one_batch_axis(X, W, G):
+    dW = np.swapaxes(X, -1, -2) @ G
+    if dW.ndim == 3:  # one dW per sequence: add them up
+        dW = dW.sum(axis=0)
+    return G @ W.T, dW, G.reshape(-1, G.shape[-1]).sum(axis=0)
+
+
+def linear_with_a_float64_accumulator(X, W, G):
+    rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    dW = np.zeros(W.shape)  # float64, whatever the inputs are
+    for x, g in zip(rows_X, rows_G):
+        dW += np.outer(x, g)
+    return G @ W.T, dW, rows_G.sum(axis=0)
+
+
+def linear_summing_the_bias_in_float64(X, W, G):
+    rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    return G @ W.T, rows_X.T @ rows_G, np.sum(rows_G, axis=0, dtype=np.float64)  # "for accuracy"
+
+
+def linear_in_float32_to_save_memory(X, W, G):
+    X, W, G = X.astype(np.float32), W.astype(np.float32), G.astype(np.float32)
+    rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    return G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0)
+
+
+def linear_averaging_over_the_rows(X, W, G):
+    rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    return G @ W.T, rows_X.T @ rows_G / len(rows_X), rows_G.sum(axis=0)
+
+
+def linear_bias_with_keepdims(X, W, G):
+    rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    return G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0, keepdims=True)
+
+
+def linear_dx_left_as_rows(X, W, G):
+    rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    return rows_G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0)  # dX never reshaped back to X's shape
+
+
+@pytest.mark.parametrize("fn, words", [
+    (linear_for_two_or_three_axes, ["four axes", "raised ValueError", "dW = X.T @ G"]),
+    (linear_summing_one_batch_axis, ["four axes", "dW has shape (2, 3, 5, 3), but it must have shape (5, 3)"]),
+    (linear_with_a_float64_accumulator,
+     ["float32", "dW is float64, but the inputs are float32", "must be float32 too", "np.zeros(shape) is float64"]),
+    (linear_summing_the_bias_in_float64, ["db is float64, but the inputs are float32", "dtype=np.float64"]),
+    (linear_in_float32_to_save_memory, ["hand-checkable", "dX is float32, but the inputs are float64"]),
+    (linear_averaging_over_the_rows, ["hand-checkable", "dW: wrong values"]),
+    (linear_bias_with_keepdims, ["db has shape (1, 2), but it must have shape (2,)"]),
+    (linear_dx_left_as_rows, ["a batch of sequences", "dX has shape (10, 3), but it must have shape (2, 5, 3)"]),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_wrong_linear_backward_is_refused(fn, words):
+    refused(LINEAR, fn, *words)
+
+
+def linear_with_tensordot(X, W, G):
+    rows = list(range(X.ndim - 1))
+    return np.tensordot(G, W, axes=([-1], [1])), np.tensordot(X, G, axes=(rows, rows)), G.sum(axis=tuple(rows))
+
+
+def linear_with_einsum_on_rows(X, W, G):
+    n, m = X.shape[-1], G.shape[-1]
+    rows_X, rows_G = X.reshape(-1, n), G.reshape(-1, m)
+    return np.einsum("...j,ij->...i", G, W), np.einsum("ri,rj->ij", rows_X, rows_G), np.einsum("rj->j", rows_G)
+
+
+def linear_with_an_accumulator_of_the_inputs_dtype(X, W, G):
+    rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+    dW = np.zeros_like(W)
+    for x, g in zip(rows_X, rows_G):
+        dW += np.outer(x, g)
+    return G @ W.T, dW, rows_G.sum(axis=0)
+
+
+@pytest.mark.parametrize("fn", [linear_with_tensordot, linear_with_einsum_on_rows,
+                                linear_with_an_accumulator_of_the_inputs_dtype], ids=lambda f: f.__name__)
+def test_right_linear_backward_passes(fn):
+    passes(LINEAR, fn)
+
+
+def test_the_engine_never_hands_linear_backward_a_single_example_as_one_axis():
+    """A 1-D input is made a row of one before the engine's linear runs, so the exercise has no 1-D case."""
+    import haaw.nn.functional as F
+    from haaw import Tensor
+    from haaw.engine import plugins
+
+    seen = []
+
+    def spy(X, W, G):
+        seen.append(X.shape)
+        rows_X, rows_G = X.reshape(-1, X.shape[-1]), G.reshape(-1, G.shape[-1])
+        return G @ W.T, rows_X.T @ rows_G, rows_G.sum(axis=0)
+
+    x = Tensor(np.ones(3), requires_grad=True)
+    with plugins.use(linear=spy):
+        F.linear(x, Tensor(np.ones((3, 2)), requires_grad=True), Tensor(np.zeros(2), requires_grad=True)).sum().backward()
+    assert seen == [(1, 3)] and x.grad.shape == (3,)
