@@ -1,6 +1,7 @@
 """The code checkers of notebooks 03 to 05 against wrong code written the way learners write it, none of it built
 from the checkers' own lists of mistakes: each is refused and told what it did, and a named mistake is named only
 when the code computes exactly that; the right code, in the other forms people write it, passes, fast."""
+import math
 
 import numpy as np
 import pytest
@@ -139,3 +140,143 @@ def test_the_engine_never_hands_linear_backward_a_single_example_as_one_axis():
     with plugins.use(linear=spy):
         F.linear(x, Tensor(np.ones((3, 2)), requires_grad=True), Tensor(np.zeros(2), requires_grad=True)).sum().backward()
     assert seen == [(1, 3)] and x.grad.shape == (3,)
+
+
+# --- 05-attention-backward: the inputs' dtype kept -----------------------------------------------------------
+ATTENTION = "05-attention-backward"
+
+
+def _softmax_rows(S):
+    top = np.max(S, axis=-1, keepdims=True)
+    E = np.exp(S - np.where(np.isfinite(top), top, 0))
+    total = E.sum(axis=-1, keepdims=True)
+    return np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+
+
+def attention_scaled_by_np_sqrt(Q, K, V, mask, G):
+    d = Q.shape[-1]
+    S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d)  # a NumPy float64 number: float32 in, float64 out
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    P = _softmax_rows(S)
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K / np.sqrt(d), np.swapaxes(dS, -1, -2) @ Q / np.sqrt(d), dV
+
+
+def attention_masked_with_a_large_negative_number(Q, K, V, mask, G):
+    scale = Q.shape[-1] ** -0.5
+    S = Q @ np.swapaxes(K, -1, -2) * scale
+    if mask is not None:
+        S = np.where(mask, S, -1e9)  # a fully masked row becomes uniform, not 0
+    E = np.exp(S - S.max(axis=-1, keepdims=True))
+    P = E / E.sum(axis=-1, keepdims=True)
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q * scale, dV
+
+
+def attention_reusing_P_for_dS(Q, K, V, mask, G):
+    scale = Q.shape[-1] ** -0.5
+    S = Q @ np.swapaxes(K, -1, -2) * scale
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    P = _softmax_rows(S)
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P
+    dS *= dP - np.sum(dP * P, axis=-1, keepdims=True)  # P is dS now, and dV below needs P
+    dV = np.swapaxes(P, -1, -2) @ G
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q * scale, dV
+
+
+def attention_with_dot_T(Q, K, V, mask, G):
+    scale = Q.shape[-1] ** -0.5
+    S = Q @ K.T * scale  # .T reverses every axis of a batch
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    P = _softmax_rows(S)
+    dV = P.T @ G
+    dP = G @ V.T
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, dS.T @ Q * scale, dV
+
+
+def attention_mask_multiplied_into_the_scores(Q, K, V, mask, G):
+    scale = Q.shape[-1] ** -0.5
+    S = Q @ np.swapaxes(K, -1, -2) * scale
+    if mask is not None:
+        S = S * mask  # a masked score becomes 0, which still gets weight
+    E = np.exp(S - S.max(axis=-1, keepdims=True))
+    P = E / E.sum(axis=-1, keepdims=True)
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q * scale, dV
+
+
+def attention_scale_left_off_dK(Q, K, V, mask, G):
+    scale = Q.shape[-1] ** -0.5
+    S = Q @ np.swapaxes(K, -1, -2) * scale
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    P = _softmax_rows(S)
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q, dV
+
+
+def attention_without_the_mask(Q, K, V, mask, G):
+    scale = Q.shape[-1] ** -0.5
+    P = _softmax_rows(Q @ np.swapaxes(K, -1, -2) * scale)  # the mask never used
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q * scale, dV
+
+
+@pytest.mark.parametrize("fn, words, named", [
+    (attention_scaled_by_np_sqrt, ["float32", "dQ is float64, but the inputs are float32", "np.sqrt(d)"], None),
+    (attention_masked_with_a_large_negative_number, ["a fully masked query (row 2)", "dQ: wrong values"], None),
+    (attention_reusing_P_for_dS, ["hand-checkable", "dV: wrong values"], None),
+    (attention_with_dot_T, ["batch and heads", "raised ValueError"], None),
+    (attention_mask_multiplied_into_the_scores, ["a causal mask", "dQ: wrong values"], None),
+    (attention_scale_left_off_dK, ["hand-checkable", "dK: wrong values"], None),
+    (attention_without_the_mask, ["a causal mask"], "the mask ignored in backward"),
+], ids=lambda x: getattr(x, "__name__", None) or "")
+def test_wrong_attention_backward_is_refused(fn, words, named):
+    refused(ATTENTION, fn, *words, named=named)
+
+
+def attention_with_math_sqrt_and_nan_to_num(Q, K, V, mask, G):
+    scale = 1 / math.sqrt(Q.shape[-1])  # a Python float keeps float32
+    S = Q @ np.swapaxes(K, -1, -2) * scale
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    with np.errstate(invalid="ignore"):
+        E = np.exp(S - S.max(axis=-1, keepdims=True))
+        P = np.nan_to_num(E / E.sum(axis=-1, keepdims=True))  # a fully masked row: 0/0, made 0
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q * scale, dV
+
+
+def attention_with_a_scale_of_the_inputs_dtype(Q, K, V, mask, G):
+    scale = Q.dtype.type(1) / np.sqrt(Q.dtype.type(Q.shape[-1]))  # np.float32 for float32 inputs
+    S = Q @ np.swapaxes(K, -1, -2) * scale
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    P = _softmax_rows(S)
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q * scale, dV
+
+
+@pytest.mark.parametrize("fn", [attention_with_math_sqrt_and_nan_to_num, attention_with_a_scale_of_the_inputs_dtype],
+                         ids=lambda f: f.__name__)
+def test_right_attention_backward_passes(fn):
+    passes(ATTENTION, fn)

@@ -3,6 +3,7 @@ import numpy as np
 
 from .code import Case, CodeExercise, Mistake
 from .core import ArrayExercise, NumberExercise, register
+from .nb03 import keeping_the_dtype
 
 register(NumberExercise(
     key="05-softmax-grad",
@@ -196,6 +197,7 @@ register(CodeExercise(
     solution_code=ATTENTION_SOLUTION,
     cases=_attention_cases,
     outputs=("dQ", "dK", "dV"),
+    run=keeping_the_dtype(("dQ", "dK", "dV")),
     slot="attention",
     mistakes=[
         Mistake("the scale forgotten in backward",
