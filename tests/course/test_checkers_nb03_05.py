@@ -142,6 +142,79 @@ def test_the_engine_never_hands_linear_backward_a_single_example_as_one_axis():
     assert seen == [(1, 3)] and x.grad.shape == (3,)
 
 
+# --- 04-relu-backward: an output of 1e-300 is an active unit --------------------------------------------------
+RELU = "04-relu-backward"
+
+
+def relu_above_a_small_threshold(y, G):
+    return G * (y > 1e-3)
+
+
+def relu_above_machine_epsilon(y, G):
+    return G * (y > np.finfo(y.dtype).eps)
+
+
+def relu_above_the_smallest_normal_number(y, G):
+    return G * (y > np.finfo(y.dtype).tiny)  # subnormal outputs are positive too
+
+
+def relu_mask_after_a_cast_to_float32(y, G):
+    return G * (y.astype(np.float32) > 0)  # 1e-300 is 0 in float32
+
+
+def relu_with_a_soft_mask(y, G):
+    return G * np.minimum(y * 1e10, 1.0)
+
+
+def relu_mask_by_rounding(y, G):
+    return G * np.round(np.clip(y, 0, 1) + 0.49)
+
+
+def relu_dividing_y_by_itself(y, G):
+    with np.errstate(invalid="ignore"):
+        return G * y / y
+
+
+def relu_zeroing_G_in_place(y, G):
+    G[y <= 0] = 0
+    return G
+
+
+def relu_from_the_sign_of_G(y, G):
+    return G * (G > 0)
+
+
+TINY = "an output of exactly 0 is a dead unit"
+
+
+@pytest.mark.parametrize("fn, words, named", [
+    (relu_above_a_small_threshold, ["tiny positive outputs", "float64, y = 1e-300", TINY], None),
+    (relu_above_machine_epsilon, ["tiny positive outputs", TINY], None),
+    (relu_above_the_smallest_normal_number, ["tiny positive outputs", "5e-324", TINY], None),
+    (relu_mask_after_a_cast_to_float32, ["tiny positive outputs", "after a cast to a narrower format"], None),
+    (relu_with_a_soft_mask, ["tiny positive outputs", TINY], None),
+    (relu_mask_by_rounding, ["tiny positive outputs", TINY], None),
+    (relu_dividing_y_by_itself, ["hand-checkable", "nan or inf"], None),
+    (relu_zeroing_G_in_place, ["changes one of its inputs in place", "G[y <= 0] = 0"], None),
+    (relu_from_the_sign_of_G, ["hand-checkable"], "ReLU applied to the gradient"),
+], ids=lambda x: getattr(x, "__name__", None) or "")
+def test_wrong_relu_backward_is_refused(fn, words, named):
+    refused(RELU, fn, *words, named=named)
+
+
+def test_a_mask_that_is_wrong_only_in_float32_is_refused_by_the_float32_case():
+    def relu_backward(y, G):  # float64 compared with 0 itself; float32 with float32's smallest normal number
+        return G * (y > (np.finfo(np.float32).tiny if y.dtype == np.float32 else 0))
+
+    refused(RELU, relu_backward, "tiny positive outputs: float32, y = 1e-30, 1e-38, 1e-45", TINY)
+
+
+@pytest.mark.parametrize("fn", [lambda y, G: G * np.sign(y), lambda y, G: G * (y != 0),
+                                lambda y, G: np.where(y > 0, G, 0), lambda y, G: G * np.heaviside(y, 0)])
+def test_right_relu_backward_passes(fn):
+    passes(RELU, fn)
+
+
 # --- 05-attention-backward: the inputs' dtype kept -----------------------------------------------------------
 ATTENTION = "05-attention-backward"
 
