@@ -2,11 +2,14 @@
 from the checkers' own lists of mistakes: each is refused and told what it did, and a named mistake is named only
 when the code computes exactly that; the right code, in the other forms people write it, passes, fast."""
 import math
+import time
+import tracemalloc
 
 import numpy as np
 import pytest
 
 from haaw.course.exercises import check
+from haaw.course.exercises import code as code_module
 from haaw.course.exercises.core import CORRECT, WRONG
 
 
@@ -213,6 +216,117 @@ def test_a_mask_that_is_wrong_only_in_float32_is_refused_by_the_float32_case():
                                 lambda y, G: np.where(y > 0, G, 0), lambda y, G: G * np.heaviside(y, 0)])
 def test_right_relu_backward_passes(fn):
     passes(RELU, fn)
+
+
+# --- 05-softmax-backward: never the Jacobian ------------------------------------------------------------------
+SOFTMAX = "05-softmax-backward"
+JACOBIAN = ("building the Jacobian (a row-length × row-length matrix) is what this exercise asks you to avoid: the "
+            "product needs only s and G")
+
+
+def softmax_jacobian_row_by_row(s, G):
+    rows_s, rows_G = s.reshape(-1, s.shape[-1]), G.reshape(-1, G.shape[-1])
+    out = np.stack([(np.diag(r) - np.outer(r, r)) @ g for r, g in zip(rows_s, rows_G)])
+    return out.reshape(s.shape)
+
+
+def softmax_jacobian_with_einsum(s, G):
+    J = np.einsum("...i,ij->...ij", s, np.eye(s.shape[-1])) - np.einsum("...i,...j->...ij", s, s)
+    return np.einsum("...ij,...j->...i", J, G)
+
+
+def softmax_jacobian_by_broadcasting(s, G):
+    J = s[..., :, None] * (np.eye(s.shape[-1]) - s[..., None, :])  # diag(s) − s sᵀ, all rows at once
+    return (J @ G[..., None])[..., 0]
+
+
+def softmax_jacobian_rows_one_by_one(s, G):  # never the whole matrix, but every row of it: n² work
+    rows_s, rows_G = s.reshape(-1, s.shape[-1]), G.reshape(-1, G.shape[-1])
+    out = np.zeros_like(rows_s)
+    for b in range(len(rows_s)):
+        for i in range(rows_s.shape[1]):
+            row = -rows_s[b, i] * rows_s[b]
+            row[i] += rows_s[b, i]
+            out[b, i] = row @ rows_G[b]
+    return out.reshape(s.shape)
+
+
+@pytest.mark.parametrize("fn", [softmax_jacobian_row_by_row, softmax_jacobian_with_einsum,
+                                softmax_jacobian_by_broadcasting], ids=lambda f: f.__name__)
+def test_building_the_jacobian_is_refused_by_name_at_once(fn):
+    start = time.perf_counter()
+    message = refused(SOFTMAX, fn, "long rows: 2 rows of 2,000 weights", JACOBIAN, "one 2,000 × 2,000 Jacobian is 32 MB")
+    assert time.perf_counter() - start < 3  # refused on rows of 2,000: the rows of 20,000 never run
+    assert "very long rows" not in message
+
+
+def test_a_jacobian_applied_row_by_row_runs_out_of_time_and_is_told_why(monkeypatch):
+    monkeypatch.setattr(code_module, "TIME_LIMIT", 0.5)
+    refused(SOFTMAX, softmax_jacobian_rows_one_by_one, "was stopped", JACOBIAN, "20,000 weights")
+
+
+def test_watching_the_memory_leaves_tracemalloc_as_it_found_it():
+    passes(SOFTMAX, lambda s, G: s * (G - np.sum(G * s, axis=-1, keepdims=True)))
+    assert not tracemalloc.is_tracing()
+    tracemalloc.start()
+    try:
+        refused(SOFTMAX, softmax_jacobian_row_by_row, JACOBIAN)
+        assert tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+
+
+def softmax_inner_product_down_the_columns(s, G):
+    return s * (G - np.sum(G * s, axis=0, keepdims=True))
+
+
+def softmax_inner_product_without_keepdims(s, G):
+    return s * (G - np.sum(G * s, axis=-1))
+
+
+def softmax_with_a_mean(s, G):
+    return s * (G - np.mean(G * s, axis=-1, keepdims=True))
+
+
+def softmax_with_a_matrix_product(s, G):
+    return s * (G - G @ s)  # ⟨G, s⟩ for one row; rows of a batch do not multiply that way
+
+
+def softmax_sign_flipped(s, G):
+    return s * (np.sum(G * s, axis=-1, keepdims=True) - G)
+
+
+def softmax_diagonal_only(s, G):
+    return G * s * (1 - s)
+
+
+@pytest.mark.parametrize("fn, words, named", [
+    (softmax_inner_product_down_the_columns, ["a batch of rows", "dz: wrong values"], None),
+    (softmax_inner_product_without_keepdims, ["a batch of rows", "raised ValueError"], None),
+    (softmax_with_a_mean, ["hand-checkable", "dz: wrong values"], None),
+    (softmax_with_a_matrix_product, ["a batch of rows", "raised ValueError"], None),
+    (softmax_sign_flipped, ["hand-checkable", "dz: wrong values"], None),
+    (softmax_diagonal_only, ["hand-checkable"], "only the diagonal of the Jacobian (a sigmoid's slope)"),
+], ids=lambda x: getattr(x, "__name__", None) or "")
+def test_wrong_softmax_backward_is_refused(fn, words, named):
+    refused(SOFTMAX, fn, *words, named=named)
+
+
+def softmax_with_einsum(s, G):
+    return s * G - s * np.einsum("...i,...i->...", s, G)[..., None]
+
+
+def softmax_in_python_lists(s, G):  # slow, but linear in the row length: no Jacobian
+    out = []
+    for s_row, g_row in zip(s.reshape(-1, s.shape[-1]).tolist(), G.reshape(-1, G.shape[-1]).tolist()):
+        inner = sum(a * b for a, b in zip(s_row, g_row))
+        out.append([a * (b - inner) for a, b in zip(s_row, g_row)])
+    return np.array(out, dtype=s.dtype).reshape(s.shape)
+
+
+@pytest.mark.parametrize("fn", [softmax_with_einsum, softmax_in_python_lists], ids=lambda f: f.__name__)
+def test_right_softmax_backward_passes(fn):
+    passes(SOFTMAX, fn)
 
 
 # --- 05-attention-backward: the inputs' dtype kept -----------------------------------------------------------
