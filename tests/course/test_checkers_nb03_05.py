@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from haaw.course.exercises import check
+from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises import code as code_module
 from haaw.course.exercises.core import CORRECT, WRONG
 
@@ -145,6 +145,194 @@ def test_the_engine_never_hands_linear_backward_a_single_example_as_one_axis():
     assert seen == [(1, 3)] and x.grad.shape == (3,)
 
 
+# --- 03-unbroadcast -------------------------------------------------------------------------------------------
+UNBROADCAST = "03-unbroadcast"
+
+
+def unbroadcast_matching_axes_from_the_left(g, shape):
+    for axis, size in enumerate(shape):  # the stretched axes first, counted from the left of g
+        if size == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    return g
+
+
+def unbroadcast_summing_trailing_axes(g, shape):
+    while g.ndim > len(shape):
+        g = g.sum(axis=-1)  # the added axes are in front, not at the end
+    for axis, size in enumerate(shape):
+        if size == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
+    return g
+
+
+def unbroadcast_one_added_axis_only(g, shape):
+    if g.ndim > len(shape):  # an if where a while is needed
+        g = g.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
+    return g
+
+
+def unbroadcast_keeping_the_added_axes(g, shape):
+    extra = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(extra)), keepdims=True)
+    for axis, size in enumerate(shape):
+        if size == 1 and g.shape[extra + axis] != 1:
+            g = g.sum(axis=extra + axis, keepdims=True)
+    return g
+
+
+def unbroadcast_squeezed(g, shape):
+    extra = g.ndim - len(shape)
+    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)
+    return np.squeeze(g.sum(axis=axes, keepdims=True))  # squeezes the 1s that shape keeps, too
+
+
+@pytest.mark.parametrize("fn, words", [
+    (unbroadcast_matching_axes_from_the_left, ["(2, 4, 3) down to (4, 1)", "the result has shape (1, 3)"]),
+    (unbroadcast_summing_trailing_axes, ["(4, 3) down to (3,)", "the result has shape (4,)"]),
+    (unbroadcast_one_added_axis_only, ["down to a single number", "the result has shape (3,)"]),
+    (unbroadcast_keeping_the_added_axes, ["(4, 3) down to (3,)", "the result has shape (1, 3)"]),
+    (unbroadcast_squeezed, ["(4, 3) down to (4, 1)", "the result has shape (4,)"]),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_wrong_unbroadcast_is_refused(fn, words):
+    refused(UNBROADCAST, fn, *words)
+
+
+def unbroadcast_in_one_sum(g, shape):
+    extra = g.ndim - len(shape)
+    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)
+    return g.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def unbroadcast_from_the_right(g, shape):
+    for i in range(1, len(shape) + 1):
+        if shape[-i] == 1 and g.shape[-i] != 1:
+            g = g.sum(axis=-i, keepdims=True)
+    return g.reshape((-1,) + tuple(shape)).sum(axis=0)
+
+
+@pytest.mark.parametrize("fn", [unbroadcast_in_one_sum, unbroadcast_from_the_right], ids=lambda f: f.__name__)
+def test_right_unbroadcast_passes(fn):
+    passes(UNBROADCAST, fn)
+
+
+# --- 03-cross-entropy -----------------------------------------------------------------------------------------
+CROSS_ENTROPY = "03-cross-entropy"
+
+
+def cross_entropy_with_an_eps_in_the_log(logits, targets):
+    B = len(targets)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    P = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = -np.mean(np.log(P[np.arange(B), targets] + 1e-12))  # "so that log never sees 0"
+    T = np.zeros_like(P)
+    T[np.arange(B), targets] = 1
+    return loss, (P - T) / B
+
+
+def cross_entropy_with_clipped_probabilities(logits, targets):
+    B = len(targets)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    P = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    loss = -np.mean(np.log(np.clip(P[np.arange(B), targets], 1e-7, 1.0)))
+    T = np.zeros_like(P)
+    T[np.arange(B), targets] = 1
+    return loss, (P - T) / B
+
+
+def cross_entropy_every_row_at_every_target(logits, targets):
+    B = len(targets)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(shifted).sum(axis=1))
+    loss = np.mean(lse - shifted[:, targets])  # (B, B): each row at every row's target
+    P = np.exp(shifted - lse[:, None])
+    T = np.zeros_like(P)
+    T[np.arange(B), targets] = 1
+    return loss, (P - T) / B
+
+
+def cross_entropy_max_down_the_columns(logits, targets):
+    B = len(targets)
+    with np.errstate(all="ignore"):
+        shifted = logits - logits.max(axis=0, keepdims=True)  # one max per class, not per row
+        lse = np.log(np.exp(shifted).sum(axis=1))
+        P = np.exp(shifted - lse[:, None])
+    T = np.zeros_like(P)
+    T[np.arange(B), targets] = 1
+    return np.mean(lse - shifted[np.arange(B), targets]), (P - T) / B
+
+
+@pytest.mark.parametrize("fn, words", [
+    (cross_entropy_with_an_eps_in_the_log, ["a confident wrong answer", "loss: wrong values", "Never take the log"]),
+    (cross_entropy_with_clipped_probabilities, ["a confident wrong answer", "loss: wrong values"]),
+    (cross_entropy_every_row_at_every_target, ["hand-checkable", "loss: wrong values"]),
+    (cross_entropy_max_down_the_columns, ["hand-checkable", "loss: wrong values"]),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_wrong_cross_entropy_is_refused(fn, words):
+    refused(CROSS_ENTROPY, fn, *words)
+
+
+def cross_entropy_with_an_identity_matrix(logits, targets):
+    B = len(targets)
+    lse = np.logaddexp.reduce(logits, axis=1)
+    P = np.exp(logits - lse[:, None])
+    return np.mean(lse - logits[np.arange(B), targets]), (P - np.eye(logits.shape[1])[targets]) / B
+
+
+def test_right_cross_entropy_with_an_identity_matrix_passes():
+    passes(CROSS_ENTROPY, cross_entropy_with_an_identity_matrix)
+
+
+# --- 04-tanh-backward -----------------------------------------------------------------------------------------
+TANH = "04-tanh-backward"
+
+
+def tanh_square_outside(y, G):
+    return G * (1 - y) ** 2
+
+
+def tanh_twice_the_slope(y, G):
+    return 2 * G * (1 - y * y)  # the 2 of d(y²) = 2y dy, carried over
+
+
+def tanh_summed_with_a_dot(y, G):
+    return np.dot(G.ravel(), (1 - y * y).ravel())
+
+
+def tanh_with_a_plus(y, G):
+    return G * (1 + y * y)
+
+
+def tanh_with_y_clipped_first(y, G):
+    y = np.clip(y, -0.999, 0.999)  # "to stay away from ±1"
+    return G * (1 - y * y)
+
+
+def tanh_through_sech_of_y(y, G):
+    return G / np.cosh(y) ** 2  # sech² of the output: tanh taken twice
+
+
+@pytest.mark.parametrize("fn, words, named", [
+    (tanh_square_outside, ["hand-checkable", "dx: wrong values"], None),
+    (tanh_twice_the_slope, ["hand-checkable", "dx: wrong values"], None),
+    (tanh_summed_with_a_dot, ["dx has shape (), but it must have shape (4,)"], None),
+    (tanh_with_a_plus, ["hand-checkable", "dx: wrong values"], None),
+    (tanh_with_y_clipped_first, ["saturated", "dx: wrong values"], None),
+    (tanh_through_sech_of_y, ["hand-checkable"], "tanh applied twice"),
+], ids=lambda x: getattr(x, "__name__", None) or "")
+def test_wrong_tanh_backward_is_refused(fn, words, named):
+    refused(TANH, fn, *words, named=named)
+
+
+@pytest.mark.parametrize("fn", [lambda y, G: G * (1 - y) * (1 + y), lambda y, G: G - G * y**2])
+def test_right_tanh_backward_passes(fn):
+    passes(TANH, fn)
+
+
 # --- 04-relu-backward: an output of 1e-300 is an active unit --------------------------------------------------
 RELU = "04-relu-backward"
 
@@ -216,6 +404,100 @@ def test_a_mask_that_is_wrong_only_in_float32_is_refused_by_the_float32_case():
                                 lambda y, G: np.where(y > 0, G, 0), lambda y, G: G * np.heaviside(y, 0)])
 def test_right_relu_backward_passes(fn):
     passes(RELU, fn)
+
+
+# --- 04-init-std ----------------------------------------------------------------------------------------------
+INIT = "04-init-std"
+
+
+def init_std_with_the_smaller_side(shape, nonlinearity):
+    return np.sqrt((2.0 if nonlinearity == "relu" else 1.0) / min(shape))
+
+
+def init_std_with_the_larger_side(shape, nonlinearity):
+    return np.sqrt((2.0 if nonlinearity == "relu" else 1.0) / max(shape))
+
+
+def init_std_glorot_s_uniform_bound(shape, nonlinearity):
+    return np.sqrt(6 / (shape[0] + shape[1]))
+
+
+def init_std_over_both_fans(shape, nonlinearity):
+    return np.sqrt((2.0 if nonlinearity == "relu" else 1.0) / sum(shape))
+
+
+def init_std_by_the_last_axis(shape, nonlinearity):
+    return np.sqrt((2.0 if nonlinearity == "relu" else 1.0) / shape[-1])  # PyTorch's layout is (out, in)
+
+
+@pytest.mark.parametrize("fn, words, named", [
+    (init_std_with_the_smaller_side, ["shape (100, 10), 'linear'", "std: wrong values"], None),
+    (init_std_with_the_larger_side, ["shape (3, 500), 'relu'", "std: wrong values"], None),
+    (init_std_glorot_s_uniform_bound, ["shape (64, 64), 'relu'", "std: wrong values"], None),
+    (init_std_over_both_fans, ["shape (64, 64), 'relu'", "std: wrong values"], None),
+    (init_std_by_the_last_axis, ["shape (100, 10), 'linear'"], "fan-out for fan-in"),
+], ids=lambda x: getattr(x, "__name__", None) or "")
+def test_wrong_init_std_is_refused(fn, words, named):
+    refused(INIT, fn, *words, named=named)
+
+
+def test_right_init_std_with_the_gain_inside_passes():
+    passes(INIT, lambda shape, nonlinearity: 1 / np.sqrt(shape[0] / (2 if nonlinearity == "relu" else 1)))
+
+
+# --- 04-clip-grad-norm ----------------------------------------------------------------------------------------
+CLIP = "04-clip-grad-norm"
+
+
+def clip_with_the_tensors_norms_added(grads, max_norm):
+    norm = sum(np.linalg.norm(g) for g in grads)  # ‖a‖ + ‖b‖ is not the norm of (a, b)
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    return [g * scale for g in grads], norm
+
+
+def clip_with_max_for_min(grads, max_norm):
+    norm = float(np.sqrt(sum(np.sum(g * g) for g in grads)))
+    scale = max(1.0, max_norm / (norm + 1e-6))
+    return [g * scale for g in grads], norm
+
+
+def clip_without_the_square_root(grads, max_norm):
+    norm = float(sum(np.sum(g * g) for g in grads))
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    return [g * scale for g in grads], norm
+
+
+def clip_by_the_root_mean_square(grads, max_norm):
+    flat = np.concatenate([g.ravel() for g in grads])
+    norm = float(np.sqrt(np.mean(flat**2)))  # a mean where the norm has a sum
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    return [g * scale for g in grads], norm
+
+
+def clip_dividing_a_python_zero(grads, max_norm):
+    norm = math.sqrt(sum(float(np.sum(g**2)) for g in grads))
+    return [g * min(1.0, max_norm / norm) for g in grads], norm
+
+
+@pytest.mark.parametrize("fn, words", [
+    (clip_with_the_tensors_norms_added, ["hand-checkable", "the clipped gradients: wrong values"]),
+    (clip_with_max_for_min, ["hand-checkable", "the clipped gradients: wrong values"]),
+    (clip_without_the_square_root, ["hand-checkable", "the clipped gradients: wrong values"]),
+    (clip_by_the_root_mean_square, ["hand-checkable", "the clipped gradients: wrong values"]),
+    (clip_dividing_a_python_zero, ["all zero", "ZeroDivisionError"]),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_wrong_clip_grad_norm_is_refused(fn, words):
+    refused(CLIP, fn, *words)
+
+
+def test_right_clip_grad_norm_without_the_small_constant_passes():
+    def clip(grads, max_norm):
+        norm = np.sqrt(sum(np.sum(g**2) for g in grads))
+        if norm > max_norm:
+            grads = [g * (max_norm / norm) for g in grads]
+        return list(grads), norm
+
+    passes(CLIP, clip)
 
 
 # --- 05-softmax-backward: never the Jacobian ------------------------------------------------------------------
@@ -467,3 +749,87 @@ def attention_with_a_scale_of_the_inputs_dtype(Q, K, V, mask, G):
                          ids=lambda f: f.__name__)
 def test_right_attention_backward_passes(fn):
     passes(ATTENTION, fn)
+
+
+# --- 05-layer-norm-backward -----------------------------------------------------------------------------------
+LAYER_NORM = "05-layer-norm-backward"
+
+
+def _normalised(x, eps):
+    mu = x.mean(axis=-1, keepdims=True)
+    sigma = np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + eps)
+    return (x - mu) / sigma, sigma
+
+
+def layer_norm_averaging_the_weight_gradients(x, weight, G, eps=1e-5):
+    x_hat, sigma = _normalised(x, eps)
+    g = G * weight
+    dx = (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)) / sigma
+    rows = tuple(range(G.ndim - 1))
+    return dx, (G * x_hat).mean(axis=rows), G.mean(axis=rows)  # a mean where the weight's uses add up
+
+
+def layer_norm_weight_applied_after(x, weight, G, eps=1e-5):
+    x_hat, sigma = _normalised(x, eps)
+    dx = (G - G.mean(-1, keepdims=True) - x_hat * (G * x_hat).mean(-1, keepdims=True)) / sigma * weight
+    rows = tuple(range(G.ndim - 1))
+    return dx, (G * x_hat).sum(axis=rows), G.sum(axis=rows)
+
+
+def layer_norm_with_eps_squared(x, weight, G, eps=1e-5):
+    return _layer_norm_with_sigma(x, weight, G, lambda var: np.sqrt(var + eps**2))
+
+
+def layer_norm_with_its_own_eps(x, weight, G, eps=1e-5):
+    return _layer_norm_with_sigma(x, weight, G, lambda var: np.sqrt(var + 1e-5))  # the argument ignored
+
+
+def layer_norm_with_np_std_plus_eps(x, weight, G, eps=1e-5):
+    return _layer_norm_with_sigma(x, weight, G, lambda var: np.sqrt(var) + eps)  # np.std(x) + eps
+
+
+def _layer_norm_with_sigma(x, weight, G, sigma_of):
+    mu = x.mean(axis=-1, keepdims=True)
+    sigma = sigma_of(((x - mu) ** 2).mean(axis=-1, keepdims=True))
+    x_hat = (x - mu) / sigma
+    g = G * weight
+    dx = (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True)) / sigma
+    rows = tuple(range(G.ndim - 1))
+    return dx, (G * x_hat).sum(axis=rows), G.sum(axis=rows)
+
+
+def layer_norm_means_without_keepdims(x, weight, G, eps=1e-5):
+    x_hat, sigma = _normalised(x, eps)
+    g = G * weight
+    dx = (g - g.mean(-1) - x_hat * (g * x_hat).mean(-1)) / sigma
+    rows = tuple(range(G.ndim - 1))
+    return dx, (G * x_hat).sum(axis=rows), G.sum(axis=rows)
+
+
+@pytest.mark.parametrize("fn, words, named", [
+    (layer_norm_averaging_the_weight_gradients, ["a batch of rows", "dweight: wrong values"], None),
+    (layer_norm_weight_applied_after, ["a batch of rows", "dx: wrong values"], None),
+    (layer_norm_with_eps_squared, ["a batch of rows", "dx: wrong values"], None),
+    (layer_norm_with_its_own_eps, ["hand-checkable", "eps = 0", "dx: wrong values"], None),
+    (layer_norm_means_without_keepdims, ["a batch of rows", "raised ValueError"], None),
+    (layer_norm_with_np_std_plus_eps, ["a batch of rows"], "eps outside the square root"),
+], ids=lambda x: getattr(x, "__name__", None) or "")
+def test_wrong_layer_norm_backward_is_refused(fn, words, named):
+    refused(LAYER_NORM, fn, *words, named=named)
+
+
+def test_right_layer_norm_backward_with_a_reciprocal_square_root_passes():
+    passes(LAYER_NORM, lambda x, weight, G, eps=1e-5: _layer_norm_with_sigma(x, weight, G,
+                                                                              lambda var: 1 / (var + eps) ** -0.5))
+
+
+# --- every code exercise of 03 to 05: the right code's check stays fast ----------------------------------------
+@pytest.mark.parametrize("key", [LINEAR, UNBROADCAST, CROSS_ENTROPY, TANH, RELU, INIT, CLIP, SOFTMAX, ATTENTION,
+                                 LAYER_NORM])
+def test_the_course_s_code_passes_within_a_second(key):
+    import inspect
+
+    fn = inspect.unwrap(REGISTRY[key].reference)
+    start = time.perf_counter()
+    passes(key, fn)
+    assert time.perf_counter() - start < 1.0
