@@ -2,7 +2,8 @@
 import numpy as np
 
 from ...engine import guard
-from .code import Case, CodeExercise, Mistake
+from ...engine.plugins import read_only
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import ArrayExercise, NumberExercise, register
 
 # Small integers, so the products can be done by hand; B = 4 examples, n = 3 inputs, m = 2 outputs.
@@ -81,6 +82,42 @@ register(NumberExercise(
 # --- code exercises ---------------------------------------------------------------------------------
 
 
+def _dtype_of(item):
+    """The NumPy dtype of a returned value (an array, a NumPy number, a haaw or torch tensor), or None."""
+    dtype = getattr(item, "dtype", None)
+    if dtype is None:
+        return None
+    try:
+        return np.dtype(str(dtype).removeprefix("torch."))
+    except TypeError:  # a format NumPy does not have (torch's bfloat16): the comparison of values speaks
+        return None
+
+
+def keeping_the_dtype(outputs):
+    """``run(fn, *args)`` for an exercise whose gradients keep their inputs' dtype: ``fn`` on read-only copies of the
+    arguments, as by default, and then an output of another floating-point dtype than the inputs' (when they share
+    one) is refused, with what to look for. The values alone cannot show it: a float64 result of float32 inputs is
+    as close to the expected numbers as float32's tolerance asks, and it would then run, silently, in float64
+    through an engine that trains in float32."""
+    def run(fn, *args):
+        result = fn(*(read_only(a, copy=True) for a in args))
+        given = {a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"}
+        items = result if isinstance(result, (tuple, list)) and len(result) == len(outputs) else ()
+        if len(given) == 1:
+            (dtype,) = given
+            for name, item in zip(outputs, items):
+                got = _dtype_of(item)
+                if got is not None and got.kind == "f" and got != dtype:
+                    raise LearnerError(
+                        f"{name} is {got}, but the inputs are {dtype}: a gradient keeps the dtype of its inputs, so "
+                        f"{name} must be {dtype} too. Something in your code made it {got}: an array made without "
+                        f"a dtype (np.zeros(shape) is float64; np.zeros_like(...) keeps the dtype), a NumPy float64 "
+                        f"number as a factor (np.sqrt(d) or np.float64(...); a Python float such as d ** -0.5 keeps "
+                        f"the dtype), or .astype(float) or dtype=np.float64")
+        return result
+    return run
+
+
 def linear_backward(X, W, G):
     """Y = XW + b, and G = dL/dY. Return dL/dX, dL/dW and dL/db."""
     dX = G @ W.T                       # each input row reaches every output through W
@@ -104,6 +141,14 @@ def _linear_cases():
                       note="here X has three axes, (sequences, positions, inputs): X.T reverses all three. Every "
                            "position of every sequence is one row: X.reshape(-1, X.shape[-1]) makes them rows "
                            "(and G.reshape(-1, G.shape[-1]) likewise)"))
+    cases.append(Case("four axes", (rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((5, 3)),
+                                    rng.standard_normal((2, 3, 4, 3))), detail="(2, 3, 4, 5) @ (5, 3)",
+                      note="here X has four axes (batches, heads, positions, inputs), the shape of attention's "
+                           "projections: the same W serves every row whatever the number of leading axes, so dW and "
+                           "db sum over all of them. X.reshape(-1, X.shape[-1]) makes rows of any number of axes"))
+    cases.append(Case("float32 sequences",
+                      tuple(rng.standard_normal(s).astype(np.float32) for s in ((3, 4, 5), (5, 2), (3, 4, 2))),
+                      detail="(3, 4, 5) @ (5, 2)"))
     return cases
 
 
@@ -115,6 +160,7 @@ register(CodeExercise(
     reference=linear_backward,
     cases=_linear_cases,
     outputs=("dX", "dW", "db"),
+    run=keeping_the_dtype(("dX", "dW", "db")),
     slot="linear",
     mistakes=[
         Mistake("the transpose on the wrong side",

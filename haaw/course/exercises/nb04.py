@@ -109,12 +109,29 @@ register(CodeExercise(
            "elementwise by G (into a new array, not into G)."),
 ))
 
+
+def _relu_cases():
+    cases = _activation_cases(lambda x: np.maximum(x, 0), [-1.0, 0.5, 2.0, 0.0])
+    note = ("a unit whose output is 1e-300 was active all the same: its slope is 1, however small the output, and only "
+            "an output of exactly 0 is a dead unit. Compare y with 0 itself, not with a small threshold (and not "
+            "after a cast to a narrower format, where a tiny output rounds to 0)")
+    G = np.array([1.0, -2.0, 3.0, 0.5, -1.5, 2.5, 4.0, -0.5])
+    tiny = ((np.float64, [0.0, 1e-300, 0.0, 1e-30, 5e-324, 0.0, 1e-310, 2.0],
+             "float64, y = 1e-300, 1e-30, 5e-324 (the smallest float64 above 0) and 1e-310 between exact zeros"),
+            (np.float32, [0.0, 1e-30, 0.0, 1e-38, 1e-45, 0.0, 1e-40, 2.0],
+             "float32, y = 1e-30, 1e-38, 1e-45 (the smallest float32 above 0) and 1e-40 between exact zeros"))
+    for dtype, y, detail in tiny:
+        cases.append(Case("tiny positive outputs", (np.array(y, dtype=dtype), G.astype(dtype)), detail=detail,
+                          note=note))
+    return cases
+
+
 register(CodeExercise(
     key="04-relu-backward",
     question="Write ReLU's backward: given its output y = max(x, 0) and G = dL/dy, return dL/dx.",
     signature="relu_backward(y, G) -> dx",
     reference=relu_backward,
-    cases=lambda: _activation_cases(lambda x: np.maximum(x, 0), [-1.0, 0.5, 2.0, 0.0]),
+    cases=_relu_cases,
     outputs=("dx",),
     slot="relu",
     mistakes=[

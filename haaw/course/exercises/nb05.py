@@ -1,8 +1,12 @@
 """Exercises of notebook 05: softmax and attention."""
+import tracemalloc
+
 import numpy as np
 
-from .code import Case, CodeExercise, Mistake
+from ...engine.plugins import read_only
+from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import ArrayExercise, NumberExercise, register
+from .nb03 import keeping_the_dtype
 
 register(NumberExercise(
     key="05-softmax-grad",
@@ -72,6 +76,42 @@ def _softmax(z):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+LONG = 2_000  # rows of this many weights or more run with their memory watched: a Jacobian there is 32 MB a row
+VERY_LONG = 20_000  # the longest rows: 3.2 GB a row for a Jacobian, milliseconds for the vector form
+JACOBIAN = ("building the Jacobian (a row-length × row-length matrix) is what this exercise asks you to avoid: the "
+            "product needs only s and G")
+
+
+def _run_softmax(fn, s, G):
+    """``fn`` on read-only copies of s and G; on long rows, with the memory it allocates watched (tracemalloc
+    sees NumPy's arrays). s ⊙ (G − ⟨G, s⟩) needs a few arrays the size of s; a Jacobian needs row-length² numbers
+    a row (32 MB for a row of 2,000 weights), so code that builds one is refused at the long rows, on numbers it
+    can still afford, before the very long ones, where one Jacobian would take gigabytes."""
+    args = read_only(s, copy=True), read_only(G, copy=True)
+    n = s.shape[-1] if s.ndim else 0
+    if n < LONG:
+        return fn(*args)
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()  # where tracing was on already, only its peak is reset
+        result = fn(*args)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if started:
+            tracemalloc.stop()
+    one = n * n * s.itemsize  # one row's Jacobian
+    if peak > one / 4:
+        raise LearnerError(f"{JACOBIAN}. For {s.size // n} rows of {n:,} weights ({s.nbytes / 1e3:,.0f} kB in s) your "
+                           f"function needed {peak / 1e6:,.0f} MB at once, and one {n:,} × {n:,} Jacobian is "
+                           f"{one / 1e6:,.0f} MB; rows of {VERY_LONG:,} weights, as in the next case, would need "
+                           f"{VERY_LONG ** 2 * s.itemsize / 1e9:.1f} GB a row. Apply diag(s) − s sᵀ to G without "
+                           "building it: diag(s) G is s * G, and s sᵀ G is s times one number per row, ⟨G, s⟩")
+    return result
+
+
 def _softmax_cases():
     rng = np.random.default_rng(7)
     return [Case("hand-checkable", (np.array([1 / 6, 1 / 3, 1 / 2]), np.array([1.0, 0.0, 2.0])), detail="one row, s = (1/6, 1/3, 1/2)"),
@@ -82,7 +122,15 @@ def _softmax_cases():
                              rng.standard_normal((3, 6)).astype(np.float32))),
             Case("saturated rows", (_softmax(rng.standard_normal((3, 5)) * 40), rng.standard_normal((3, 5))), detail="one weight near 1"),
             Case("masked entries", (np.array([[0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]), np.ones((2, 3))), detail="weights exactly 0",
-                 note="a masked entry has weight 0 and must get gradient 0; a fully masked row gets 0 everywhere")]
+                 note="a masked entry has weight 0 and must get gradient 0; a fully masked row gets 0 everywhere"),
+            Case("long rows", (_softmax(rng.standard_normal((2, LONG))), rng.standard_normal((2, LONG))),
+                 detail=f"2 rows of {LONG:,} weights",
+                 note=f"one {LONG:,} × {LONG:,} Jacobian takes {LONG * LONG * 8 / 1e6:.0f} MB: the vector form never "
+                      "makes anything larger than s"),
+            Case("very long rows", (_softmax(rng.standard_normal((3, VERY_LONG))), rng.standard_normal((3, VERY_LONG))),
+                 detail=f"3 rows of {VERY_LONG:,} weights",
+                 note=f"one {VERY_LONG:,} × {VERY_LONG:,} Jacobian takes {VERY_LONG ** 2 * 8 / 1e9:.1f} GB; "
+                      "s ⊙ (G − ⟨G, s⟩) takes a millisecond")]
 
 
 register(CodeExercise(
@@ -93,6 +141,10 @@ register(CodeExercise(
     reference=softmax_backward,
     cases=_softmax_cases,
     outputs=("dz",),
+    run=_run_softmax,
+    too_slow=(f"{JACOBIAN}, and the very long rows have {VERY_LONG:,} weights: a Jacobian of {VERY_LONG ** 2 / 1e6:,.0f} "
+              f"million entries, {VERY_LONG ** 2 * 8 / 1e9:.1f} GB, a row. If your code builds no Jacobian, look for a "
+              "Python loop over the entries where one NumPy operation would do."),
     slot="softmax",
     mistakes=[
         Mistake("only the diag(s) part of the Jacobian",
@@ -196,6 +248,7 @@ register(CodeExercise(
     solution_code=ATTENTION_SOLUTION,
     cases=_attention_cases,
     outputs=("dQ", "dK", "dV"),
+    run=keeping_the_dtype(("dQ", "dK", "dV")),
     slot="attention",
     mistakes=[
         Mistake("the scale forgotten in backward",
