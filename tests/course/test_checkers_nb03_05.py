@@ -2,7 +2,6 @@
 from the checkers' own lists of mistakes: each is refused and told what it did, and a named mistake is named only
 when the code computes exactly that; the right code, in the other forms people write it, passes, fast."""
 import math
-import time
 import tracemalloc
 
 import numpy as np
@@ -536,10 +535,8 @@ def softmax_jacobian_rows_one_by_one(s, G):  # never the whole matrix, but every
 @pytest.mark.parametrize("fn", [softmax_jacobian_row_by_row, softmax_jacobian_with_einsum,
                                 softmax_jacobian_by_broadcasting], ids=lambda f: f.__name__)
 def test_building_the_jacobian_is_refused_by_name_at_once(fn):
-    start = time.perf_counter()
     message = refused(SOFTMAX, fn, "long rows: 2 rows of 2,000 weights", JACOBIAN, "one 2,000 × 2,000 Jacobian is 32 MB")
-    assert time.perf_counter() - start < 3  # refused on rows of 2,000: the rows of 20,000 never run
-    assert "very long rows" not in message
+    assert "very long rows" not in message  # refused on rows of 2,000: the rows of 20,000 never run
 
 
 def test_a_jacobian_applied_row_by_row_runs_out_of_time_and_is_told_why(monkeypatch):
@@ -823,21 +820,18 @@ def test_right_layer_norm_backward_with_a_reciprocal_square_root_passes():
                                                                               lambda var: 1 / (var + eps) ** -0.5))
 
 
-# --- every code exercise of 03 to 05: the right code's check stays fast ----------------------------------------
+# --- every code exercise of 03 to 05: the right code passes the new batteries ------------------------------------
+# (how long a check takes is measured by scripts/exercise_mutants.py, which reports the slowest, not asserted here:
+# a wall-clock bound fails on a loaded machine, not on slow code)
 @pytest.mark.parametrize("key", [LINEAR, UNBROADCAST, CROSS_ENTROPY, TANH, RELU, INIT, CLIP, SOFTMAX, ATTENTION,
                                  LAYER_NORM])
-def test_the_course_s_code_passes_within_a_second(key):
+def test_the_course_s_code_passes(key):
     import inspect
 
-    fn = inspect.unwrap(REGISTRY[key].reference)
-    start = time.perf_counter()
-    passes(key, fn)
-    assert time.perf_counter() - start < 1.0
+    passes(key, inspect.unwrap(REGISTRY[key].reference))
 
 
 # --- 05-softmax-grad: an answer computed in float32 -----------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="core.py holds a number to the exercise's 1e-9 even when it is a float32 "
-                                       "value; passes once NumberExercise widens its tolerance for float32 values")
 @pytest.mark.parametrize("answer", [np.float32(-0.15), np.float32(0.3) * np.float32(0.0 - 0.5),
                                     float(np.float32(-0.15))], ids=["np.float32", "float32 arithmetic", ".item()"])
 def test_an_answer_computed_in_float32_is_right(answer):
