@@ -1,0 +1,294 @@
+"""The checkers of 06-checkpoint, 07-update-scale and 07-unscale-then-clip against wrong code written the way
+learners write it (none of it taken from the checkers' lists of named mistakes), and against right code written in
+other forms than the course's."""
+import inspect
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from haaw import Tensor, no_grad
+from haaw.course.exercises import REGISTRY, check
+from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.engine import Function
+
+
+# --- 06-checkpoint: memory kept anywhere, and arrays where Tensors are needed ---------------------------------
+
+
+class KeepsAListOnCtx(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x = fn, x
+        ctx.kept = [out]  # "in case backward wants it"
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class KeepsOnTheClass(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x = fn, x
+        KeepsOnTheClass.last = out  # to look at it afterwards
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+OUTPUTS = {}
+
+
+class KeepsInAGlobalDict(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x = fn, x
+        OUTPUTS[id(ctx)] = out.data
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+def keeps_in_a_closure():
+    history = []
+
+    class CheckpointSegment(Function):
+        @staticmethod
+        def forward(ctx, fn, x):
+            with no_grad():
+                out = fn(Tensor(x))
+            ctx.fn, ctx.x = fn, x
+            history.append(out)
+            return out.data
+
+        @staticmethod
+        def backward(ctx, g):
+            x = Tensor(ctx.x, requires_grad=True)
+            ctx.fn(x).backward(g)
+            return None, x.grad
+    return CheckpointSegment
+
+
+class KeepsOnlyLargeOutputs(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x = fn, x
+        if x.size > 100:  # "recomputing a big segment is slow: cache it"
+            ctx.out = out.data
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class KeepsOnTheFunction(Function):  # of my own: an attribute of fn, which ctx.fn holds
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        fn.cache = out.data
+        ctx.fn, ctx.x = fn, x
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class KeepsInADefaultArgument(Function):  # of my own: the mutable default that outlives every call
+    @staticmethod
+    def forward(ctx, fn, x, _memo=[]):
+        with no_grad():
+            out = fn(Tensor(x))
+        _memo.append(out.data)
+        ctx.fn, ctx.x = fn, x
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class KeepsAHalfPrecisionCopy(Function):  # of my own: "half the memory" is still memory kept
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x, ctx.small = fn, x, out.data.astype(np.float16)
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+@pytest.mark.parametrize("cls, where", [
+    (KeepsAListOnCtx, "ctx.kept (96 bytes)"),
+    (KeepsOnTheClass, "KeepsOnTheClass.last (96 bytes)"),
+    (KeepsInAGlobalDict, "the global OUTPUTS (96 bytes)"),
+    (keeps_in_a_closure(), "the closure variable history (96 bytes)"),
+    (KeepsOnlyLargeOutputs, "ctx.out (32,768 bytes)"),
+    (KeepsOnTheFunction, "ctx.fn.cache (96 bytes)"),
+    (KeepsInADefaultArgument, "the default argument _memo (96 bytes)"),
+    (KeepsAHalfPrecisionCopy, "ctx.small (24 bytes)"),
+], ids=lambda v: v.__name__ if isinstance(v, type) else None)
+def test_memory_kept_anywhere_is_refused_and_named_with_its_bytes(cls, where):
+    feedback = check("06-checkpoint", cls)
+    assert feedback.status == WRONG, feedback.message
+    assert "bytes kept by the forward pass, besides x: wrong values" in feedback.message, feedback.message
+    assert "your forward pass left" in feedback.message and where in feedback.message, feedback.message
+
+
+def test_keeping_the_output_is_named_as_such_wherever_it_is_kept():
+    for cls in (KeepsAListOnCtx, KeepsOnTheClass, KeepsInAGlobalDict, KeepsOnTheFunction):
+        message = check("06-checkpoint", cls).message
+        assert "This looks like keeping the output as well" in message, (cls.__name__, message)
+    for cls in (KeepsOnlyLargeOutputs, KeepsAHalfPrecisionCopy):  # not the output on every case: not named
+        message = check("06-checkpoint", cls).message
+        assert "This looks like" not in message, (cls.__name__, message)
+
+
+class ForwardOnTheArray(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        ctx.fn, ctx.x = fn, x
+        with no_grad():
+            return fn(x).data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class BackwardOnTheArray(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        ctx.fn, ctx.x = fn, x
+        with no_grad():
+            return fn(Tensor(x)).data
+
+    @staticmethod
+    def backward(ctx, g):
+        out = ctx.fn(ctx.x)
+        out.backward(g)
+        return None, ctx.x.grad
+
+
+class BackwardMarksTheArray(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        ctx.fn, ctx.x = fn, x
+        with no_grad():
+            return fn(Tensor(x)).data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.x
+        x.requires_grad = True
+        ctx.fn(Tensor(x)).backward(g)
+        return None, x.grad
+
+
+@pytest.mark.parametrize("cls, line", [
+    (ForwardOnTheArray, "of forward: return fn(x).data"),
+    (BackwardOnTheArray, "of backward: out = ctx.fn(ctx.x)"),
+    (BackwardMarksTheArray, "of backward: x.requires_grad = True"),
+], ids=lambda v: v.__name__ if isinstance(v, type) else None)
+def test_a_numpy_array_where_a_tensor_is_needed_is_told_to_wrap_it_at_its_line(cls, line):
+    feedback = check("06-checkpoint", cls)
+    assert feedback.status == WRONG, feedback.message
+    assert "wrap it in Tensor" in feedback.message and line in feedback.message, feedback.message
+
+
+class KeepsACopyOfX(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x = fn, x.copy()
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class SavesForBackward(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        ctx.fn = fn
+        ctx.save_for_backward(x)
+        with no_grad():
+            return fn(Tensor(x)).data
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        x = Tensor(x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class KeepsXAsATensor(Function):
+    @staticmethod
+    def forward(ctx, fn, x):
+        ctx.fn, ctx.x = fn, Tensor(x, requires_grad=True)
+        with no_grad():
+            return fn(ctx.x).data
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.fn(ctx.x).backward(g)
+        return None, ctx.x.grad
+
+
+@pytest.mark.parametrize("cls", [KeepsACopyOfX, SavesForBackward, KeepsXAsATensor], ids=lambda c: c.__name__)
+def test_right_forms_of_checkpointing_pass(cls):
+    feedback = check("06-checkpoint", cls)
+    assert feedback.status == CORRECT, feedback.message
+
+
+def test_the_memory_check_holds_when_something_else_traces_memory_already():
+    """With tracemalloc already on (someone profiling), the checker counts what it finds, and leaves tracing on."""
+    tracemalloc.start()
+    try:
+        assert check("06-checkpoint", inspect.unwrap(REGISTRY["06-checkpoint"].reference)).status == CORRECT
+        for cls in (KeepsOnTheClass, KeepsInAGlobalDict, KeepsOnlyLargeOutputs):
+            feedback = check("06-checkpoint", cls)
+            assert feedback.status == WRONG and "your forward pass left" in feedback.message, feedback.message
+        assert tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
