@@ -122,7 +122,7 @@ class KeepsOnTheFunction(Function):  # of my own: an attribute of fn, which ctx.
 
 class KeepsInADefaultArgument(Function):  # of my own: the mutable default that outlives every call
     @staticmethod
-    def forward(ctx, fn, x, _memo=[]):
+    def forward(ctx, fn, x, _memo=[]):  # noqa: B006  (the mistake itself)
         with no_grad():
             out = fn(Tensor(x))
         _memo.append(out.data)
@@ -292,3 +292,144 @@ def test_the_memory_check_holds_when_something_else_traces_memory_already():
         assert tracemalloc.is_tracing()
     finally:
         tracemalloc.stop()
+
+
+# --- 07-update-scale: no cap, separate factors, and any sequence of two numbers --------------------------------
+
+
+def update_capped_at_fp16_max(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    if found_inf:
+        return scale * backoff_factor, 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return min(scale * growth_factor, 65504.0), 0  # "the scale must stay an fp16 number"
+    return scale, good_steps
+
+
+def update_capped_at_2_to_the_24(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    if found_inf:
+        return scale * backoff_factor, 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return min(scale * growth_factor, 2.0**24), 0
+    return scale, good_steps
+
+
+def update_backing_off_by_the_growth_factor(scale, good_steps, found_inf, growth_factor, backoff_factor,
+                                            growth_interval):  # of my own: "backing off undoes a growth"
+    if found_inf:
+        return scale / growth_factor, 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return scale * growth_factor, 0
+    return scale, good_steps
+
+
+def update_growing_by_the_backoff_factor(scale, good_steps, found_inf, growth_factor, backoff_factor,
+                                         growth_interval):  # of my own: the other way round
+    if found_inf:
+        return scale * backoff_factor, 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return scale / backoff_factor, 0
+    return scale, good_steps
+
+
+def update_counting_the_overflow_step(scale, good_steps, found_inf, growth_factor, backoff_factor,
+                                      growth_interval):  # of my own: no else, so the skipped step counts as clean
+    if found_inf:
+        scale = scale * backoff_factor
+        good_steps = 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return scale * growth_factor, 0
+    return scale, good_steps
+
+
+def update_halving_by_floor_division(scale, good_steps, found_inf, growth_factor, backoff_factor,
+                                     growth_interval):  # of my own: // for "divide", as with the counts
+    if found_inf:
+        return scale // (1 / backoff_factor), 0
+    good_steps += 1
+    if good_steps == growth_interval:
+        return scale * growth_factor, 0
+    return scale, good_steps
+
+
+@pytest.mark.parametrize("fn, words", [
+    (update_capped_at_fp16_max, "Your scales are GradScaler's with a cap at 65,504"),
+    (update_capped_at_2_to_the_24, "Your scales are GradScaler's with a cap at 16,777,216"),
+    (update_backing_off_by_the_growth_factor, "growth_factor and backoff_factor are two separate settings"),
+    (update_growing_by_the_backoff_factor, "growth_factor and backoff_factor are two separate settings"),
+    (update_counting_the_overflow_step, "overflows at steps 3 and 4: the scale after each step: wrong values"),
+    (update_halving_by_floor_division, "overflows that take the scale below 1: the scale after each step"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_wrong_loss_scalers_are_refused_and_told_what_they_did(fn, words):
+    feedback = check("07-update-scale", fn)
+    assert feedback.status == WRONG, feedback.message
+    assert words in feedback.message, feedback.message
+    assert "This looks like" not in feedback.message  # none of them is one of the named mistakes
+    if "cap at" not in words:
+        assert "cap at" not in feedback.message
+
+
+def update_as_a_list(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    if found_inf:
+        return [scale * backoff_factor, 0]
+    good_steps += 1
+    if good_steps == growth_interval:
+        return [scale * growth_factor, 0]
+    return [scale, good_steps]
+
+
+def update_as_an_array(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    if found_inf:
+        scale, good_steps = scale * backoff_factor, 0
+    else:
+        good_steps += 1
+        if good_steps == growth_interval:
+            scale, good_steps = scale * growth_factor, 0
+    return np.array([scale, good_steps])
+
+
+def update_with_numpy_numbers(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    scale, good_steps = np.float32(scale), np.int64(good_steps)
+    if found_inf:
+        return scale * np.float32(backoff_factor), np.int64(0)
+    good_steps += 1
+    if good_steps >= growth_interval:
+        return scale * np.float32(growth_factor), np.int64(0)
+    return scale, good_steps
+
+
+@pytest.mark.parametrize("fn", [update_as_a_list, update_as_an_array, update_with_numpy_numbers],
+                         ids=lambda f: f.__name__)
+def test_any_sequence_of_two_numbers_is_accepted(fn):
+    feedback = check("07-update-scale", fn)
+    assert feedback.status == CORRECT, feedback.message
+
+
+@pytest.mark.parametrize("result", [(1.0,), (1.0, 0, 0), "ab", {"scale": 1.0, "good_steps": 0}, np.ones((2, 1)),
+                                    (1.0, None)], ids=repr)
+def test_what_is_not_two_numbers_is_refused_and_shown(result):
+    feedback = check("07-update-scale", lambda *args: result)
+    assert feedback.status == WRONG and "return two numbers, (new scale, new count of clean steps)" in \
+        feedback.message, feedback.message
+
+
+def test_the_patterns_beyond_the_file_are_what_pytorch_s_gradscaler_does():
+    pytest.importorskip("torch")
+    import importlib.util
+    from pathlib import Path
+
+    from haaw.course.exercises.nb07 import BEYOND_THE_FILE
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "make_reference_data.py"
+    spec = importlib.util.spec_from_file_location("make_reference_data", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for p in BEYOND_THE_FILE:
+        settings = {k: p[k] for k in ("init_scale", "growth_factor", "backoff_factor", "growth_interval")}
+        assert script.scaler_sequence(found_inf=p["found_inf"], **settings) == p["scales"], p["label"]
+    assert max(max(p["scales"]) for p in BEYOND_THE_FILE) > 2**24
+

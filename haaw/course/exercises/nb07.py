@@ -85,19 +85,90 @@ def update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, gr
     return scale, good_steps
 
 
+def _two_numbers(result) -> list | None:
+    """The learner's (scale, count) as a list of two numbers: a tuple, a list, an array of two, any sequence of two
+    numbers will do. None if it is not that."""
+    if isinstance(result, (str, bytes, dict)) or not hasattr(result, "__len__"):
+        return None
+    try:
+        items = list(result)
+    except TypeError:  # a 0-d array has a __len__ that raises
+        return None
+    if len(items) != 2 or not all(np.ndim(i) == 0 and np.asarray(i).dtype.kind in "iuf" for i in items):
+        return None
+    return items
+
+
 def _run_scaler(fn, pattern):
     scale, good, scales = pattern["init_scale"], 0, []
     for found_inf in pattern["found_inf"]:
         result = fn(scale, good, found_inf, pattern["growth_factor"], pattern["backoff_factor"], pattern["growth_interval"])
-        if not (isinstance(result, tuple) and len(result) == 2):
+        items = _two_numbers(result)
+        if items is None:
             raise LearnerError(f"return two numbers, (new scale, new count of clean steps); got {result!r:.50}")
-        scale, good = result
+        scale, good = items
         scales.append(scale)
     return np.array(scales, dtype=np.float64)
 
 
+def _steps(pattern: str) -> list:
+    """"..X." as found_inf for each step: X is a step that overflows."""
+    return [step == "X" for step in pattern]
+
+
+# More patterns, with the scales PyTorch's GradScaler holds after each step (scripts/make_reference_data.py's
+# scaler_sequence; tests/course/test_checkers_nb06_07.py runs it again on them when PyTorch is installed). GradScaler
+# has no cap: its scale grows past fp16's largest number, 65,504, and past 2^24 alike. And its growth and backoff
+# factors need not be inverses of each other, as they are in every pattern above.
+BEYOND_THE_FILE = [
+    dict(label="no cap: past 65,504 and 65,536", growth_factor=2.0, backoff_factor=0.5, init_scale=16384.0,
+         growth_interval=2, found_inf=_steps(".........."),
+         scales=[16384.0, 32768.0, 32768.0, 65536.0, 65536.0, 131072.0, 131072.0, 262144.0, 262144.0, 524288.0]),
+    dict(label="no cap: past 2^24, and back", growth_factor=2.0, backoff_factor=0.5, init_scale=2.0**22,
+         growth_interval=1, found_inf=_steps(".....X.."),
+         scales=[2.0**23, 2.0**24, 2.0**25, 2.0**26, 2.0**27, 2.0**26, 2.0**27, 2.0**28]),
+    dict(label="×2 up but ×0.25 down", growth_factor=2.0, backoff_factor=0.25, init_scale=1024.0, growth_interval=2,
+         found_inf=_steps("..X...XX..."),
+         scales=[1024.0, 2048.0, 512.0, 512.0, 1024.0, 1024.0, 256.0, 64.0, 64.0, 128.0, 128.0]),
+]
+
+
+_NOTES = {
+    "no cap: past 65,504 and 65,536": "GradScaler puts no cap on the scale: as long as the steps stay clean it keeps "
+                                      "growing, past fp16's largest number (65,504) too; only an overflow brings it "
+                                      "down.",
+    "no cap: past 2^24, and back": "GradScaler puts no cap on the scale, at 2^24 or anywhere: only an overflow brings "
+                                   "it down.",
+    "×2 up but ×0.25 down": "growth_factor and backoff_factor are two separate settings: here the scale doubles on "
+                            "growth but is quartered on an overflow, so neither can be worked out from the other.",
+}
+
+
 def _scaler_cases():
-    return [Case("PyTorch's GradScaler", (p,), detail=p["label"]) for p in torch_reference()["gradscaler"]]
+    return [Case("PyTorch's GradScaler", (p,), detail=p["label"], note=_NOTES.get(p["label"], ""))
+            for p in torch_reference()["gradscaler"] + BEYOND_THE_FILE]
+
+
+class _NothingToAdd(Exception):
+    """diagnose() has nothing to add: the checker then adds nothing (an empty answer would add an empty line)."""
+
+
+def _capped(pattern, cap: float) -> np.ndarray:
+    """The scales of the pattern if the scale could never grow past ``cap``."""
+    def update(scale, good, found_inf, growth, backoff, interval):
+        scale, good = update_scale(scale, good, found_inf, growth, backoff, interval)
+        return min(scale, cap), good
+    return _run_scaler(update, pattern)
+
+
+def _where_the_scale_stops(fn, pattern) -> str:
+    """On a failed pattern: if the learner's scales are PyTorch's with a ceiling on the scale, say so."""
+    yours, expected = _run_scaler(fn, pattern), np.array(pattern["scales"])
+    top = float(yours.max()) if yours.shape == expected.shape else np.inf
+    if not (expected.max() > top > pattern["init_scale"] and np.array_equal(yours, _capped(pattern, top))):
+        raise _NothingToAdd
+    return (f"Your scales are GradScaler's with a cap at {top:,.10g}: a min(...) on the scale? Where yours stops, "
+            f"PyTorch's goes on growing, to {float(expected.max()):,.10g} here: GradScaler has no cap.")
 
 
 register(CodeExercise(
@@ -114,6 +185,7 @@ register(CodeExercise(
     expected=lambda case: np.array(case.args[0]["scales"]),
     outputs=("the scale after each step",),
     run=_run_scaler,
+    diagnose=_where_the_scale_stops,
     slot="loss_scale",
     mistakes=[
         Mistake("the count kept after an overflow",
