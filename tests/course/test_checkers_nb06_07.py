@@ -433,3 +433,138 @@ def test_the_patterns_beyond_the_file_are_what_pytorch_s_gradscaler_does():
         assert script.scaler_sequence(found_inf=p["found_inf"], **settings) == p["scales"], p["label"]
     assert max(max(p["scales"]) for p in BEYOND_THE_FILE) > 2**24
 
+
+# --- 07-unscale-then-clip: overflows in later gradients, nan, and clipping first ------------------------------
+
+
+def clip_checking_the_first_gradient(grads, scale, max_norm):
+    grads = [g / scale for g in grads]
+    if not np.all(np.isfinite(grads[0])):
+        return grads, float("inf"), True
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads))
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    return [g * factor for g in grads], norm, False
+
+
+def clip_checking_for_inf_only(grads, scale, max_norm):
+    grads = [g / scale for g in grads]
+    if any(np.isinf(g).any() for g in grads):
+        return grads, float("inf"), True
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads))
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    return [g * factor for g in grads], norm, False
+
+
+def clip_checking_the_norm_against_inf(grads, scale, max_norm):  # of my own: the norm is inf if any entry is
+    grads = [g / scale for g in grads]
+    norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
+    if norm == float("inf"):
+        return grads, norm, True
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    return [g * factor for g in grads], norm, False
+
+
+def clip_first_returning_the_scaled_norm(grads, scale, max_norm):
+    if any(not np.all(np.isfinite(g)) for g in grads):
+        return [g / scale for g in grads], float("inf"), True
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads))
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    return [g * factor / scale for g in grads], norm, False
+
+
+def clip_first_returning_the_norm_of_the_result(grads, scale, max_norm):
+    if any(not np.all(np.isfinite(g)) for g in grads):
+        return [g / scale for g in grads], float("inf"), True
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in grads))
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    grads = [g * factor / scale for g in grads]
+    return grads, np.sqrt(sum(np.sum(g ** 2) for g in grads)), False
+
+
+def clip_leaving_the_norm_nan(grads, scale, max_norm):  # of my own: found_inf from the norm, returned as it came
+    grads = [g / scale for g in grads]
+    norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
+    if not np.isfinite(norm):
+        return grads, norm, True
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    return [g * factor for g in grads], norm, False
+
+
+def clip_each_gradient_on_its_own(grads, scale, max_norm):  # of my own: per-tensor norms, not the global one
+    grads = [g / scale for g in grads]
+    if any(not np.all(np.isfinite(g)) for g in grads):
+        return grads, float("inf"), True
+    norm = float(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads)))
+    return [g * min(1.0, max_norm / (np.linalg.norm(g) + 1e-6)) for g in grads], norm, False
+
+
+CLIPPING_FIRST = "Your gradients are what clipping before unscaling gives, on every case"
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # inf · 0 in the learners' code
+@pytest.mark.parametrize("fn, words", [
+    (clip_checking_the_first_gradient, "gradient 3 of 3 holds inf (the ones before it are finite): every gradient "
+                                       "has to be looked at"),
+    (clip_checking_for_inf_only, "gradient 1 of 1 holds nan. The nan was not caught"),
+    (clip_checking_the_norm_against_inf, "The nan was not caught"),
+    (clip_first_returning_the_scaled_norm, CLIPPING_FIRST),
+    (clip_first_returning_the_norm_of_the_result, CLIPPING_FIRST),
+    (clip_leaving_the_norm_nan, "on an overflow the norm to return is inf (float('inf')), not nan"),
+    (clip_each_gradient_on_its_own, "a norm over max_norm: the gradients: wrong values"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_wrong_unscaling_is_refused_and_told_what_it_did(fn, words):
+    feedback = check("07-unscale-then-clip", fn)
+    assert feedback.status == WRONG, feedback.message
+    assert words in feedback.message, feedback.message
+    assert "This looks like" not in feedback.message, feedback.message
+    if words != CLIPPING_FIRST:
+        assert "clipping before unscaling" not in feedback.message
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+def test_an_overflow_only_in_a_later_gradient_is_its_own_case_for_inf_and_for_nan():
+    feedback = check("07-unscale-then-clip", clip_checking_the_first_gradient)
+    assert "only the last of three gradients holds inf" in feedback.message, feedback.message
+
+    def catches_inf_everywhere_but_nan_in_the_first_only(grads, scale, max_norm):
+        unscaled = [g / scale for g in grads]
+        if any(np.isinf(g).any() for g in unscaled) or np.isnan(unscaled[0]).any():
+            return unscaled, float("inf"), True
+        return clip_checking_for_inf_only(grads, scale, max_norm)
+    feedback = check("07-unscale-then-clip", catches_inf_everywhere_but_nan_in_the_first_only)
+    assert feedback.status == WRONG and "only the last of three gradients holds nan" in feedback.message, \
+        feedback.message
+    assert "gradient 3 of 3 holds nan (the ones before it are finite)" in feedback.message
+
+
+def test_clipping_before_unscaling_with_the_true_norm_is_still_the_named_mistake_said_once():
+    mistake = next(m for m in REGISTRY["07-unscale-then-clip"].mistakes if m.name == "clipping before unscaling")
+    feedback = check("07-unscale-then-clip", mistake.code)
+    assert "This looks like clipping before unscaling" in feedback.message and CLIPPING_FIRST not in \
+        feedback.message, feedback.message
+
+
+def clip_as_tuples_without_epsilon(grads, scale, max_norm):
+    grads = tuple(g / scale for g in grads)
+    if not all(np.isfinite(g).all() for g in grads):
+        return grads, float("inf"), np.True_
+    norm = np.linalg.norm(np.concatenate([g.ravel() for g in grads]))
+    if norm > max_norm:
+        grads = tuple(g * (max_norm / norm) for g in grads)
+    return grads, norm, np.False_
+
+
+def clip_checking_before_unscaling(grads, scale, max_norm):
+    if any((~np.isfinite(g)).any() for g in grads):  # inf / scale is inf: checking first is the same
+        return [g / scale for g in grads], np.inf, True
+    grads = [g / scale for g in grads]
+    norm = float(np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in grads)))
+    scale_by = min(1.0, max_norm / (norm + 1e-6))
+    return [g * scale_by for g in grads], norm, False
+
+
+@pytest.mark.parametrize("fn", [clip_as_tuples_without_epsilon, clip_checking_before_unscaling],
+                         ids=lambda f: f.__name__)
+def test_right_forms_of_unscaling_and_clipping_pass(fn):
+    feedback = check("07-unscale-then-clip", fn)
+    assert feedback.status == CORRECT, feedback.message

@@ -244,12 +244,64 @@ def _unscale_cases():
     rng = np.random.default_rng(9)
     true = [rng.standard_normal((4, 3)), rng.standard_normal(3)]
     overflow = [np.array([1.0, np.inf]), np.array([2.0])]
+    finite = [rng.standard_normal((2, 3)) * 512, rng.standard_normal(4) * 512]
+
+    def last_holds(bad):  # three gradients, the first two finite: only a look at every one finds it
+        return [*finite, np.array([0.5, bad, -2.0]) * 512]
     return [Case("hand-checkable", ([np.array([3.0, 4.0]) * 1024], 1024.0, 1.0), detail="[3, 4] · 1024, max_norm 1"),
             Case("a norm under max_norm", ([g * 256 for g in true], 256.0, 100.0)),
             Case("a norm over max_norm", ([g * 65536 for g in true], 65536.0, 0.5)),
             Case("an overflow", (overflow, 1024.0, 1.0), detail="one entry is inf"),
             Case("a nan", ([np.array([np.nan, 1.0])], 8.0, 1.0)),
+            Case("an overflow", (last_holds(np.inf), 512.0, 1.0), detail="only the last of three gradients holds inf"),
+            Case("a nan", (last_holds(np.nan), 512.0, 1.0), detail="only the last of three gradients holds nan"),
             Case("float32", ([g.astype(np.float32) * 4096 for g in true], 4096.0, 1.0))]
+
+
+def _clip_then_unscale(grads, scale, max_norm):
+    """The mistake: clipping the scaled gradients, then unscaling. Returns the true norm, as the reference does."""
+    # unscaling g · scale gives g back: the reference then clips the scaled gradients as they were given
+    clipped, norm, found = unscale_and_clip([g * scale for g in grads], scale, max_norm)
+    return [g / scale for g in clipped], norm / scale if np.isfinite(norm) else norm, found
+
+
+def _same_gradients(a, b, low: bool) -> bool:
+    rtol, atol = (1e-4, 1e-5) if low else (1e-5, 1e-9)
+    return a.shape == b.shape and bool(np.all(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)))
+
+
+def _what_went_wrong(fn, grads, scale, max_norm) -> str:
+    """On a failed case: an overflow that was not caught (where it was, and whether it was a nan), an overflow caught
+    with a norm other than inf, or gradients that are those of clipping before unscaling whatever the norm returned
+    (the named mistake needs its norm as well)."""
+    _, norm, found = _run_unscale(fn, grads, scale, max_norm)
+    bad = [i for i, g in enumerate(grads) if not np.all(np.isfinite(g))]
+    if bad and not found:
+        i = bad[0]
+        nan = bool(np.isnan(grads[i]).any() and not np.isinf(grads[i]).any())
+        said = f"found_inf is False, but gradient {i + 1} of {len(grads)} holds {'nan' if nan else 'inf'}"
+        if i > 0:
+            said += " (the ones before it are finite): every gradient has to be looked at, not only the first"
+        if nan:
+            said += (". The nan was not caught: np.isinf(nan) is False and nan == inf is False, while "
+                     "~np.isfinite(g) catches inf and nan alike")
+        return said + "."
+    if bad and found and not np.isposinf(norm):
+        return f"found_inf is right, but on an overflow the norm to return is inf (float('inf')), not {norm}."
+    if bad:
+        raise _NothingToAdd
+    same_norms = True
+    for case in _unscale_cases():
+        yours, theirs = _run_unscale(fn, *case.args), _run_unscale(_clip_then_unscale, *case.args)
+        low = any(np.asarray(g).dtype == np.float32 for g in case.args[0])
+        if not _same_gradients(yours[0], theirs[0], low):
+            raise _NothingToAdd
+        same_norms &= _same_gradients(yours[1], theirs[1], low)
+    if same_norms:  # the named mistake, already named
+        raise _NothingToAdd
+    return ("Your gradients are what clipping before unscaling gives, on every case: the scaled gradients' norm is "
+            "`scale` times too big, so the clip squashes them, and dividing by the scale afterwards leaves them far "
+            "too small. Unscale first, then clip (and return the norm of the unscaled gradients, before clipping).")
 
 
 register(CodeExercise(
@@ -263,13 +315,13 @@ register(CodeExercise(
     cases=_unscale_cases,
     outputs=("the gradients", "the norm", "found_inf"),
     run=_run_unscale,
+    diagnose=_what_went_wrong,
     rtol=1e-5,
     mistakes=[
         Mistake("clipping before unscaling",
                 "the scaled gradients' norm is `scale` times too big, so the clip squashes them, and dividing by the "
                 "scale afterwards leaves them far too small. Unscale first, then clip.",
-                lambda grads, s, m: (lambda c: ([g / s for g in c[0]], c[1] / s if np.isfinite(c[1]) else c[1], c[2]))(
-                    unscale_and_clip([g * s for g in grads], s, m))),
+                _clip_then_unscale),
         Mistake("rescaling when the norm is already under max_norm",
                 "clipping only ever shrinks: gradients whose norm is under max_norm pass unchanged (factor 1), and "
                 "only a larger norm is scaled down to max_norm. Multiplying by max_norm / norm on every step "
