@@ -151,7 +151,39 @@ class KeepsAHalfPrecisionCopy(Function):  # of my own: "half the memory" is stil
         return None, x.grad
 
 
+class KeepsALambda(Function):  # of my own: "backward can call it if it wants the output"
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x, ctx.output = fn, x, lambda: out
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+class KeepsAGenerator(Function):  # no place the checker walks: the bytes are still counted
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        ctx.fn, ctx.x, ctx.outputs = fn, x, (o for o in [out.data])
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
 @pytest.mark.parametrize("cls, where", [
+    (KeepsALambda, "ctx.output (96 bytes)"),
+    (KeepsAGenerator, "96 bytes of arrays alive besides x: in a place the checker cannot name"),
     (KeepsAListOnCtx, "ctx.kept (96 bytes)"),
     (KeepsOnTheClass, "KeepsOnTheClass.last (96 bytes)"),
     (KeepsInAGlobalDict, "the global OUTPUTS (96 bytes)"),

@@ -129,9 +129,9 @@ def _owner(a: np.ndarray) -> np.ndarray:
 
 def _arrays_in(value, path: str, seen: set, budget: list) -> list:
     """(where, array) for the arrays reachable from ``value``, found at ``path``: in Tensors (with the graph recorded
-    behind them), lists, tuples, sets, dicts, objects' attributes and functions' attributes (fn.cache = ...). An
-    attribute gets its own name (ctx.fn.cache); what is inside a container or a Tensor is named by it. Modules,
-    classes and code are not walked; ``budget`` caps how many objects are visited."""
+    behind them), lists, tuples, sets, dicts, objects' attributes, functions' attributes (fn.cache = ...) and
+    closures. An attribute gets its own name (ctx.fn.cache); what is inside a container, a closure or a Tensor is
+    named by it. Modules, classes and other code are not walked; ``budget`` caps how many objects are visited."""
     found, stack = [], [(value, path)]
     while stack and budget[0] > 0:
         value, path = stack.pop()
@@ -143,14 +143,18 @@ def _arrays_in(value, path: str, seen: set, budget: list) -> list:
             found.append((path, value))
         elif isinstance(value, Tensor):
             ctx = context(value)
-            stack += [(v, path) for v in (value.data, value.grad, *getattr(value, "_parents", ()),
-                                          *(vars(ctx).values() if ctx else ()))]
+            graph = path if path.startswith("the graph recorded behind ") else f"the graph recorded behind {path}"
+            stack += [(v, graph) for v in (*getattr(value, "_parents", ()), *(vars(ctx).values() if ctx else ()))]
+            stack += [(value.data, path), (value.grad, path)]  # popped first: the Tensor's own array is named by it
         elif isinstance(value, (list, tuple, set, frozenset)):
             stack += [(v, path) for v in value]
         elif isinstance(value, dict):
             stack += [(v, path) for v in value.values()]
-        elif isinstance(value, (types.FunctionType, types.MethodType)):
-            stack += [(v, f"{path}.{name}") for name, v in getattr(value, "__dict__", {}).items()]
+        elif isinstance(value, types.FunctionType):  # its attributes, and what its closure holds (a lambda: out)
+            stack += [(v, f"{path}.{name}") for name, v in vars(value).items()]
+            for cell in value.__closure__ or ():
+                with contextlib.suppress(ValueError):  # an empty cell
+                    stack.append((cell.cell_contents, path))
         elif isinstance(value, (types.ModuleType, type)) or callable(value):
             continue
         elif hasattr(value, "__dict__"):
@@ -258,8 +262,8 @@ def _forward_measured(cls, fn, x: Tensor, known=()):
                     where[path] = where.get(path, 0) + a.nbytes
         if ours:
             kept = _traced_bytes() - out.data.nbytes - copies
-            if kept > 0:  # perhaps garbage in a reference cycle, which a collection frees: not kept
-                gc.collect()
+            if kept > sum(where.values()):  # what no place holds may be garbage in a reference cycle: collect it
+                gc.collect()  # (what a place holds is alive: no need to pay for a collection then)
                 kept = _traced_bytes() - out.data.nbytes - copies
         else:
             kept = sum(where.values())
