@@ -88,6 +88,8 @@ def update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, gr
 def _two_numbers(result) -> list | None:
     """The learner's (scale, count) as a list of two numbers: a tuple, a list, an array of two, any sequence of two
     numbers will do. None if it is not that."""
+    if type(result) is tuple and len(result) == 2 and type(result[0]) in (int, float) and type(result[1]) is int:
+        return list(result)  # the usual answer, quickly: thousands of steps run per check
     if isinstance(result, (str, bytes, dict)) or not hasattr(result, "__len__"):
         return None
     try:
