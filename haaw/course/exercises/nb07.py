@@ -85,19 +85,92 @@ def update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, gr
     return scale, good_steps
 
 
+def _two_numbers(result) -> list | None:
+    """The learner's (scale, count) as a list of two numbers: a tuple, a list, an array of two, any sequence of two
+    numbers will do. None if it is not that."""
+    if type(result) is tuple and len(result) == 2 and type(result[0]) in (int, float) and type(result[1]) is int:
+        return list(result)  # the usual answer, quickly: thousands of steps run per check
+    if isinstance(result, (str, bytes, dict)) or not hasattr(result, "__len__"):
+        return None
+    try:
+        items = list(result)
+    except TypeError:  # a 0-d array has a __len__ that raises
+        return None
+    if len(items) != 2 or not all(np.ndim(i) == 0 and np.asarray(i).dtype.kind in "iuf" for i in items):
+        return None
+    return items
+
+
 def _run_scaler(fn, pattern):
     scale, good, scales = pattern["init_scale"], 0, []
     for found_inf in pattern["found_inf"]:
         result = fn(scale, good, found_inf, pattern["growth_factor"], pattern["backoff_factor"], pattern["growth_interval"])
-        if not (isinstance(result, tuple) and len(result) == 2):
+        items = _two_numbers(result)
+        if items is None:
             raise LearnerError(f"return two numbers, (new scale, new count of clean steps); got {result!r:.50}")
-        scale, good = result
+        scale, good = items
         scales.append(scale)
     return np.array(scales, dtype=np.float64)
 
 
+def _steps(pattern: str) -> list:
+    """"..X." as found_inf for each step: X is a step that overflows."""
+    return [step == "X" for step in pattern]
+
+
+# More patterns, with the scales PyTorch's GradScaler holds after each step (scripts/make_reference_data.py's
+# scaler_sequence; tests/course/test_checkers_nb06_07.py runs it again on them when PyTorch is installed). GradScaler
+# has no cap: its scale grows past fp16's largest number, 65,504, and past 2^24 alike. And its growth and backoff
+# factors need not be inverses of each other, as they are in every pattern above.
+BEYOND_THE_FILE = [
+    dict(label="no cap: past 65,504 and 65,536", growth_factor=2.0, backoff_factor=0.5, init_scale=16384.0,
+         growth_interval=2, found_inf=_steps(".........."),
+         scales=[16384.0, 32768.0, 32768.0, 65536.0, 65536.0, 131072.0, 131072.0, 262144.0, 262144.0, 524288.0]),
+    dict(label="no cap: past 2^24, and back", growth_factor=2.0, backoff_factor=0.5, init_scale=2.0**22,
+         growth_interval=1, found_inf=_steps(".....X.."),
+         scales=[2.0**23, 2.0**24, 2.0**25, 2.0**26, 2.0**27, 2.0**26, 2.0**27, 2.0**28]),
+    dict(label="×2 up but ×0.25 down", growth_factor=2.0, backoff_factor=0.25, init_scale=1024.0, growth_interval=2,
+         found_inf=_steps("..X...XX..."),
+         scales=[1024.0, 2048.0, 512.0, 512.0, 1024.0, 1024.0, 256.0, 64.0, 64.0, 128.0, 128.0]),
+]
+
+
+_NOTES = {
+    "no cap: past 65,504 and 65,536": "GradScaler puts no cap on the scale: as long as the steps stay clean it keeps "
+                                      "growing, past fp16's largest number (65,504) too; only an overflow brings it "
+                                      "down.",
+    "no cap: past 2^24, and back": "GradScaler puts no cap on the scale, at 2^24 or anywhere: only an overflow brings "
+                                   "it down.",
+    "×2 up but ×0.25 down": "growth_factor and backoff_factor are two separate settings: here the scale doubles on "
+                            "growth but is quartered on an overflow, so neither can be worked out from the other.",
+}
+
+
 def _scaler_cases():
-    return [Case("PyTorch's GradScaler", (p,), detail=p["label"]) for p in torch_reference()["gradscaler"]]
+    return [Case("PyTorch's GradScaler", (p,), detail=p["label"], note=_NOTES.get(p["label"], ""))
+            for p in torch_reference()["gradscaler"] + BEYOND_THE_FILE]
+
+
+class _NothingToAdd(Exception):
+    """diagnose() has nothing to add: the checker then adds nothing (an empty answer would add an empty line)."""
+
+
+def _capped(pattern, cap: float) -> np.ndarray:
+    """The scales of the pattern if the scale could never grow past ``cap``."""
+    def update(scale, good, found_inf, growth, backoff, interval):
+        scale, good = update_scale(scale, good, found_inf, growth, backoff, interval)
+        return min(scale, cap), good
+    return _run_scaler(update, pattern)
+
+
+def _where_the_scale_stops(fn, pattern) -> str:
+    """On a failed pattern: if the learner's scales are PyTorch's with a ceiling on the scale, say so."""
+    yours, expected = _run_scaler(fn, pattern), np.array(pattern["scales"])
+    top = float(yours.max()) if yours.shape == expected.shape else np.inf
+    if not (expected.max() > top > pattern["init_scale"] and np.array_equal(yours, _capped(pattern, top))):
+        raise _NothingToAdd
+    return (f"Your scales are GradScaler's with a cap at {top:,.10g}: a min(...) on the scale? Where yours stops, "
+            f"PyTorch's goes on growing, to {float(expected.max()):,.10g} here: GradScaler has no cap.")
 
 
 register(CodeExercise(
@@ -114,6 +187,7 @@ register(CodeExercise(
     expected=lambda case: np.array(case.args[0]["scales"]),
     outputs=("the scale after each step",),
     run=_run_scaler,
+    diagnose=_where_the_scale_stops,
     slot="loss_scale",
     mistakes=[
         Mistake("the count kept after an overflow",
@@ -172,12 +246,64 @@ def _unscale_cases():
     rng = np.random.default_rng(9)
     true = [rng.standard_normal((4, 3)), rng.standard_normal(3)]
     overflow = [np.array([1.0, np.inf]), np.array([2.0])]
+    finite = [rng.standard_normal((2, 3)) * 512, rng.standard_normal(4) * 512]
+
+    def last_holds(bad):  # three gradients, the first two finite: only a look at every one finds it
+        return [*finite, np.array([0.5, bad, -2.0]) * 512]
     return [Case("hand-checkable", ([np.array([3.0, 4.0]) * 1024], 1024.0, 1.0), detail="[3, 4] · 1024, max_norm 1"),
             Case("a norm under max_norm", ([g * 256 for g in true], 256.0, 100.0)),
             Case("a norm over max_norm", ([g * 65536 for g in true], 65536.0, 0.5)),
             Case("an overflow", (overflow, 1024.0, 1.0), detail="one entry is inf"),
             Case("a nan", ([np.array([np.nan, 1.0])], 8.0, 1.0)),
+            Case("an overflow", (last_holds(np.inf), 512.0, 1.0), detail="only the last of three gradients holds inf"),
+            Case("a nan", (last_holds(np.nan), 512.0, 1.0), detail="only the last of three gradients holds nan"),
             Case("float32", ([g.astype(np.float32) * 4096 for g in true], 4096.0, 1.0))]
+
+
+def _clip_then_unscale(grads, scale, max_norm):
+    """The mistake: clipping the scaled gradients, then unscaling. Returns the true norm, as the reference does."""
+    # unscaling g · scale gives g back: the reference then clips the scaled gradients as they were given
+    clipped, norm, found = unscale_and_clip([g * scale for g in grads], scale, max_norm)
+    return [g / scale for g in clipped], norm / scale if np.isfinite(norm) else norm, found
+
+
+def _same_gradients(a, b, low: bool) -> bool:
+    rtol, atol = (1e-4, 1e-5) if low else (1e-5, 1e-9)
+    return a.shape == b.shape and bool(np.all(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)))
+
+
+def _what_went_wrong(fn, grads, scale, max_norm) -> str:
+    """On a failed case: an overflow that was not caught (where it was, and whether it was a nan), an overflow caught
+    with a norm other than inf, or gradients that are those of clipping before unscaling whatever the norm returned
+    (the named mistake needs its norm as well)."""
+    _, norm, found = _run_unscale(fn, grads, scale, max_norm)
+    bad = [i for i, g in enumerate(grads) if not np.all(np.isfinite(g))]
+    if bad and not found:
+        i = bad[0]
+        nan = bool(np.isnan(grads[i]).any() and not np.isinf(grads[i]).any())
+        said = f"found_inf is False, but gradient {i + 1} of {len(grads)} holds {'nan' if nan else 'inf'}"
+        if i > 0:
+            said += " (the ones before it are finite): every gradient has to be looked at, not only the first"
+        if nan:
+            said += (". The nan was not caught: np.isinf(nan) is False and nan == inf is False, while "
+                     "~np.isfinite(g) catches inf and nan alike")
+        return said + "."
+    if bad and found and not np.isposinf(norm):
+        return f"found_inf is right, but on an overflow the norm to return is inf (float('inf')), not {norm}."
+    if bad:
+        raise _NothingToAdd
+    same_norms = True
+    for case in _unscale_cases():
+        yours, theirs = _run_unscale(fn, *case.args), _run_unscale(_clip_then_unscale, *case.args)
+        low = any(np.asarray(g).dtype == np.float32 for g in case.args[0])
+        if not _same_gradients(yours[0], theirs[0], low):
+            raise _NothingToAdd
+        same_norms &= _same_gradients(yours[1], theirs[1], low)
+    if same_norms:  # the named mistake, already named
+        raise _NothingToAdd
+    return ("Your gradients are what clipping before unscaling gives, on every case: the scaled gradients' norm is "
+            "`scale` times too big, so the clip squashes them, and dividing by the scale afterwards leaves them far "
+            "too small. Unscale first, then clip (and return the norm of the unscaled gradients, before clipping).")
 
 
 register(CodeExercise(
@@ -191,13 +317,13 @@ register(CodeExercise(
     cases=_unscale_cases,
     outputs=("the gradients", "the norm", "found_inf"),
     run=_run_unscale,
+    diagnose=_what_went_wrong,
     rtol=1e-5,
     mistakes=[
         Mistake("clipping before unscaling",
                 "the scaled gradients' norm is `scale` times too big, so the clip squashes them, and dividing by the "
                 "scale afterwards leaves them far too small. Unscale first, then clip.",
-                lambda grads, s, m: (lambda c: ([g / s for g in c[0]], c[1] / s if np.isfinite(c[1]) else c[1], c[2]))(
-                    unscale_and_clip([g * s for g in grads], s, m))),
+                _clip_then_unscale),
         Mistake("rescaling when the norm is already under max_norm",
                 "clipping only ever shrinks: gradients whose norm is under max_norm pass unchanged (factor 1), and "
                 "only a larger norm is scaled down to max_norm. Multiplying by max_norm / norm on every step "
