@@ -644,6 +644,19 @@ def table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
+# Survivors that are as right as the reference, each with the reason: (exercise, text of the changed line) -> why.
+AS_RIGHT = {
+    ("04-clip-grad-norm", "max_norm / (norm - 1e-06)"):
+        "the question asks for the norm to become max_norm: max_norm / norm exactly, which the checker accepts; "
+        "PyTorch's + 1e-6 and this - 1e-6 each miss it by the same millionth, so the checker cannot accept one and "
+        "refuse the other",
+}
+
+
+def _as_right(key: str, mutant) -> str:
+    return next((why for (k, text), why in AS_RIGHT.items() if k == key and text in mutant.line()), "")
+
+
 def survivors(results: list[Result]) -> str:
     lines = []
     for r in results:
@@ -651,7 +664,9 @@ def survivors(results: list[Result]) -> str:
             continue
         lines += ["", f"`{r.key}`, {len(r.survived)} of {len(r.kept)} kept:", ""]
         for m in r.survived:
-            lines.append(f"- {m.line()}; first differs on: {m.differs_on} ({m.how})")
+            why = _as_right(r.key, m)
+            lines.append(f"- {m.line()}; first differs on: {m.differs_on} ({m.how})"
+                         + (f". **As right as the reference**: {why}" if why else ""))
     return "\n".join(lines[1:]) if lines else "None."
 
 

@@ -836,3 +836,22 @@ def test_the_course_s_code_passes(key):
                                     float(np.float32(-0.15))], ids=["np.float32", "float32 arithmetic", ".item()"])
 def test_an_answer_computed_in_float32_is_right(answer):
     assert check("05-softmax-grad", answer).status == CORRECT
+
+
+# --- 05-attention-backward: a softmax without its shift overflows on large scores --------------------------------
+def attention_without_the_shift(Q, K, V, mask, G):
+    """Right on small scores: the exponentials are taken of the raw scores."""
+    scale = Q.shape[-1] ** -0.5
+    S = Q @ np.swapaxes(K, -1, -2) * scale
+    E = np.exp(S) if mask is None else np.where(mask, np.exp(S), 0.0)
+    total = E.sum(axis=-1, keepdims=True)
+    P = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+    dV = np.swapaxes(P, -1, -2) @ G
+    dP = G @ np.swapaxes(V, -1, -2)
+    dS = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))
+    return dS @ K * scale, np.swapaxes(dS, -1, -2) @ Q * scale, dV
+
+
+def test_attention_without_the_stable_softmax_s_shift_is_refused_on_large_scores():
+    with np.errstate(all="ignore"):
+        refused(ATTENTION, attention_without_the_shift, "large scores", "subtract each row's own largest score")

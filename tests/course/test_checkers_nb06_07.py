@@ -4,6 +4,8 @@ other forms than the course's."""
 import inspect
 import tracemalloc
 
+import math
+
 import numpy as np
 import pytest
 
@@ -600,3 +602,17 @@ def clip_checking_before_unscaling(grads, scale, max_norm):
 def test_right_forms_of_unscaling_and_clipping_pass(fn):
     feedback = check("07-unscale-then-clip", fn)
     assert feedback.status == CORRECT, feedback.message
+
+
+def test_unscale_and_clip_that_divides_by_a_zero_norm_is_refused():
+    """Python floats: max_norm / norm raises at norm 0, which a gradient of zeros has."""
+    def unscale_and_clip_plain_division(grads, scale, max_norm):
+        grads = [np.asarray(g, dtype=np.float64) / scale for g in grads]
+        if not all(np.all(np.isfinite(g)) for g in grads):
+            return grads, float("inf"), True
+        norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
+        factor = min(1.0, max_norm / norm)
+        return [g * factor for g in grads], norm, False
+
+    feedback = check("07-unscale-then-clip", unscale_and_clip_plain_division)
+    assert feedback.status == WRONG and "all zero" in feedback.message and "ZeroDivisionError" in feedback.message

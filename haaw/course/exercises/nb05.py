@@ -235,7 +235,13 @@ def _attention_cases():
             Case("float32", tuple(rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)) + (None, rng.standard_normal((4, 3)).astype(np.float32))),
             Case("3 queries", (rng.standard_normal((3, 4)), rng.standard_normal((5, 4)),
                  rng.standard_normal((5, 2)), None, rng.standard_normal((3, 2))), detail="5 keys, d_k = 4, values of d_v = 2",
-                 note="queries and keys differ in number, and values in width: 1/√d_k comes from the keys' width")]
+                 note="queries and keys differ in number, and values in width: 1/√d_k comes from the keys' width"),
+            Case("large scores", (rng.standard_normal((4, 3)) * 30, rng.standard_normal((4, 3)) * 30,
+                                  rng.standard_normal((4, 3)), None, rng.standard_normal((4, 3))),
+                 detail="scores up to about ±1,000, no mask",
+                 note="e to the power of a score near 1,000 overflows: subtract each row's own largest score before "
+                      "the exponential, as a stable softmax does (a shift by one number for all rows is not enough "
+                      "when the rows' scores lie far apart)")]
 
 
 register(CodeExercise(

@@ -253,7 +253,9 @@ def _unscale_cases():
             Case("a nan", ([np.array([np.nan, 1.0])], 8.0, 1.0)),
             Case("an overflow", (last_holds(np.inf), 512.0, 1.0), detail="only the last of three gradients holds inf"),
             Case("a nan", (last_holds(np.nan), 512.0, 1.0), detail="only the last of three gradients holds nan"),
-            Case("float32", ([g.astype(np.float32) * 4096 for g in true], 4096.0, 1.0))]
+            Case("float32", ([g.astype(np.float32) * 4096 for g in true], 4096.0, 1.0)),
+            Case("all zero", ([np.zeros(3), np.zeros((2, 2))], 1024.0, 1.0), note="a zero gradient has norm 0: nothing "
+                 "to clip, and no division by zero")]
 
 
 def _clip_then_unscale(grads, scale, max_norm):
