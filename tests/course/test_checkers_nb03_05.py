@@ -539,6 +539,7 @@ def test_building_the_jacobian_is_refused_by_name_at_once(fn):
     assert "very long rows" not in message  # refused on rows of 2,000: the rows of 20,000 never run
 
 
+@pytest.mark.slow  # it waits for the time limit
 def test_a_jacobian_applied_row_by_row_runs_out_of_time_and_is_told_why(monkeypatch):
     monkeypatch.setattr(code_module, "TIME_LIMIT", 0.5)
     refused(SOFTMAX, softmax_jacobian_rows_one_by_one, "was stopped", JACOBIAN, "20,000 weights")

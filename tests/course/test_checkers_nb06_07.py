@@ -451,6 +451,7 @@ def test_what_is_not_two_numbers_is_refused_and_shown(result):
         feedback.message, feedback.message
 
 
+@pytest.mark.slow  # 2 s: it runs PyTorch's GradScaler on every pattern
 def test_the_patterns_beyond_the_file_are_what_pytorch_s_gradscaler_does():
     pytest.importorskip("torch")
     import importlib.util

@@ -210,6 +210,7 @@ def test_the_stored_pytorch_numbers_are_what_pytorch_computes():
     assert torch.__version__
 
 
+@pytest.mark.slow  # it waits for the time limit
 def test_an_exercise_that_knows_why_code_is_slow_says_so(monkeypatch):
     def backward(root):  # correct, but a list of ids: n² comparisons on the 10,000-node chain
         order, seen, stack = [], [], [root]

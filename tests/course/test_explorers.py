@@ -1,6 +1,10 @@
-"""The explorers' callbacks, run without a browser: moving a slider changes what is shown."""
+"""The explorers' callbacks, run without a browser: moving a slider changes what is shown.
+
+Slow tier: every test draws figures with matplotlib (the everyday loop keeps to the engine and the checkers)."""
 import numpy as np
 import pytest
+
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("matplotlib")  # the course extra: without it the file is skipped, not an error
 pytest.importorskip("ipywidgets")

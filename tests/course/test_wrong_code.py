@@ -179,6 +179,7 @@ def test_a_diagnosis_looks_at_its_premise_before_naming_it():
     assert feedback.status == WRONG and "no seed" not in feedback.message, feedback.message
 
 
+@pytest.mark.slow  # it waits for the time limit
 def test_the_time_limit_says_what_it_saw_without_guessing_one_cause(monkeypatch):
     from haaw.course.exercises import code as code_module
 
