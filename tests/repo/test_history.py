@@ -37,3 +37,18 @@ def test_every_commit_since_the_conventions_has_a_short_subject_and_a_body():
 def test_a_long_subject_and_a_missing_body_are_named():
     assert problems([("abc1234", "x" * 73, "Why."), ("def5678", "Short", "\n")]) == [
         "abc1234: the subject has 73 characters, over 72: " + "x" * 73, "def5678: no body saying why: Short"]
+
+
+def test_the_commit_msg_hook_refuses_what_the_history_test_refuses(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hook", ROOT / "scripts" / "check_commit_message.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    assert hook.problems("Short subject\n\nWhy it changed.\n# a comment git adds\n") == []
+    assert hook.problems("x" * 73 + "\n\nWhy.") == ["the subject has 73 characters, over 72: " + "x" * 73]
+    assert hook.problems("Short subject\n") == ["no body: after the subject, a blank line, then a few lines that say why"]
+    assert hook.problems("Merge branch 'topic'\n") == []
+    message = tmp_path / "COMMIT_EDITMSG"
+    message.write_text("Short subject\nno blank line\n")
+    assert hook.main(["hook", str(message)]) == 1
