@@ -4,8 +4,6 @@ Slow tier: every test draws figures with matplotlib (the everyday loop keeps to 
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow
-
 pytest.importorskip("matplotlib")  # the course extra: without it the file is skipped, not an error
 pytest.importorskip("ipywidgets")
 
@@ -15,6 +13,7 @@ from haaw import Value
 from haaw.course.explorers import backward_stepper, tangent_explorer
 
 matplotlib.use("Agg")
+pytestmark = pytest.mark.slow
 
 
 def find(widget, kind):
