@@ -81,7 +81,7 @@ def collection_errors(paths) -> list[str]:
     if run.returncode in (0, 5):  # 5: nothing collected (every file skipped whole, say)
         return []
     errors = []
-    for block in re.split(r"^_{3,} ERROR collecting ", run.stdout, flags=re.M)[1:]:
+    for block in re.split(r"^_+ ERROR collecting ", run.stdout, flags=re.M)[1:]:
         where = re.search(r"importing test module '([^']+)'", block) or re.match(r"(\S+)", block)
         why = [line[4:].strip() for line in block.splitlines() if line.startswith("E   ")]
         errors.append(f"{where.group(1)}: {why[-1] if why else block[:300]}")
