@@ -73,12 +73,16 @@ GARBAGE_FUNCTIONS = {
 }
 
 
+WAITS = ("loops", "swallows")  # code that never returns: its check waits out the time limit (slow tier)
+
+
 @pytest.mark.parametrize("key", CODE)
-@pytest.mark.parametrize("kind", sorted(GARBAGE_FUNCTIONS))
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k in WAITS else k
+                                  for k in sorted(GARBAGE_FUNCTIONS)])
 def test_learner_code_that_misbehaves_gets_a_message_never_an_exception(key, kind, monkeypatch):
     # code that never returns waits out the limit: keep it short (17 exercises × 2 such kinds); the rest
     # keep the real limit, so that a busy machine cannot turn a RecursionError into a time-out
-    if kind in ("loops", "swallows"):
+    if kind in WAITS:
         monkeypatch.setattr(code_module, "TIME_LIMIT", 0.05)
     fn, words = GARBAGE_FUNCTIONS[kind]
     feedback = check(key, fn)
