@@ -63,10 +63,6 @@ def refusable(name: str, called: str, *, except_from: str | None = None):
     return mark
 
 
-def is_refused(name: str) -> bool:
-    return name in _refused.get()
-
-
 def check(name: str) -> None:
     """Raise ShortcutRefused if ``name`` is refused right now (for code that cannot be wrapped, a class's entry)."""
     if name in _refused.get():
