@@ -76,6 +76,17 @@ def pytest_report_header(config):
     return None
 
 
+def _notebook_seconds() -> dict:
+    """Each notebook's stored run time, from docs/notebook-measurements.json ({} if it cannot be read)."""
+    import json
+
+    try:
+        stored = json.loads((Path(__file__).resolve().parent / "docs" / "notebook-measurements.json").read_text())
+        return {name: float(m["seconds"]) for name, m in stored.items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def _where(path) -> str:
     """The path relative to the repository, as a string ("" outside it)."""
     root, path = Path(__file__).resolve().parent, Path(path).resolve()
@@ -87,6 +98,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not _where(item.path).startswith(UNIT_TESTS) or getattr(item, "cell", None) is not None:
             item.add_marker(pytest.mark.slow)
+    # The longest work first: under pytest-xdist a notebook is one unit of work, and notebook 10 (a third of a
+    # minute with its cells run again) handed out last would leave one worker running it while the other waits.
+    # The stored run times order the notebooks; a stable sort keeps each notebook's cells, and the rest, in order.
+    seconds = _notebook_seconds()
+    items.sort(key=lambda item: -seconds.get(Path(item.path).name, 0.0))
 
 
 # Modules whose module-scoped fixture is costly (a trained model, a browser, a benchmark run): their

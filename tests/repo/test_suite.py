@@ -2,6 +2,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 pytest_plugins = ["pytester"]
 
@@ -45,3 +47,21 @@ def test_a_test_that_seeds_haaw_leaves_the_next_test_the_generator_it_found(pyte
     ''')
     pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark").assert_outcomes(passed=2)
 
+
+
+def test_the_longest_notebook_is_handed_out_first():
+    """conftest.py orders the work by the stored run times, the longest notebook first, each notebook's cells in
+    order: handed out last, notebook 10 kept one xdist worker busy while the other waited (89 s against 80)."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("nbval")
+    seconds = json.loads((ROOT / "docs" / "notebook-measurements.json").read_text())
+    longest = max((name for name in seconds if name[:2].isdigit()), key=lambda name: seconds[name]["seconds"])
+    listed = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--co", "-q", "-m", "not browser",
+                             "-p", "no:randomly"], cwd=ROOT, capture_output=True, text=True, timeout=300).stdout
+    ids = [line for line in listed.splitlines() if "::" in line]
+    assert ids[0] == f"notebooks/{longest}::Cell 0", ids[:3]
+    cells = [int(i.rsplit(" ", 1)[1]) for i in ids if i.startswith(f"notebooks/{longest}::Cell ")]
+    assert cells == sorted(cells) and ids[len(cells)].endswith("every cell again, last first")
