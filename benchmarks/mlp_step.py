@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from ratios import alternate, judged, of_medians, paired  # benchmarks/ratios.py, beside this file
+from ratios import alternate, judged, now, of_medians, paired, use_clock  # benchmarks/ratios.py, beside this file
 
 import haaw.nn.functional as F
 from haaw.nn import MLP
@@ -101,9 +101,9 @@ def take_turns(steps: dict, reps: int, warmup: int, pedantic=alternate) -> dict:
 
     def turn(name):
         def run():
-            start = time.perf_counter()
+            start = now()
             steps[name]()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(now() - start)
         return run
 
     pedantic(turn("haaw"), setup=turn("numpy"), rounds=reps, warmup_rounds=warmup)
@@ -154,6 +154,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="4 reps, no warm-up (a smoke test)")
     parser.add_argument("--tensor-only", action="store_true", help="leave out the scalar section")
     parser.add_argument("--threads", type=int, default=1, help="BLAS and torch threads (default 1)")
+    parser.add_argument("--cpu-time", action="store_true", help="time in CPU time, which other jobs do not stretch")
     parser.add_argument("--write", type=Path, help="also write what is printed to this page (docs/results/benchmarks.md)")
     args = parser.parse_args(argv)
     if args.write:  # the same run in a fresh process, its output printed and written as a docs page
@@ -168,11 +169,14 @@ def main(argv=None) -> int:
                               f"docs/performance.md says what each table measures.\n\n```text\n{run.stdout}```\n")
         return run.returncode
     reps, warmup = (4, 0) if args.quick else (args.reps, 5)
+    if args.cpu_time:
+        use_clock(time.process_time)
     threads = args.threads
     torch = one_thread(threads)
     print(f"Python {platform.python_version()}, numpy {np.__version__}"
           + (f", torch {torch.__version__} ({threads} threads)" if torch else ", torch not installed")
-          + f", BLAS {threads} thread(s); MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, median of {reps} steps")
+          + f", BLAS {threads} thread(s); MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, median of {reps} steps, "
+          + ("CPU" if args.cpu_time else "wall") + " time")
     print(f"{'dtype':<9}{'haaw ms':>9}{'numpy ms':>10}{'torch ms':>10}")
     found = []
     for dtype in (np.float32, np.float64):
@@ -187,7 +191,8 @@ def main(argv=None) -> int:
         return 0
     print(flush=True)
     # a fresh process: torch, imported above, leaves many objects for the garbage collector to scan
-    scalar = [sys.executable, str(Path(__file__).with_name("scalar_step.py"))] + (["--quick"] if args.quick else [])
+    scalar = ([sys.executable, str(Path(__file__).with_name("scalar_step.py"))] + (["--quick"] if args.quick else [])
+              + (["--cpu-time"] if args.cpu_time else []))
     return subprocess.run(scalar, check=False).returncode
 
 

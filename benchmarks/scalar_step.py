@@ -18,7 +18,7 @@ import statistics
 import time
 
 import numpy as np
-from ratios import alternate, judged, of_medians, paired  # benchmarks/ratios.py, beside this file
+from ratios import alternate, judged, now, of_medians, paired, use_clock  # benchmarks/ratios.py, beside this file
 
 from haaw import Value
 from haaw.course.nb02 import MLP  # the same network notebook 02 trains, built from Values
@@ -65,9 +65,9 @@ def train_step(model, make_value, points, labels):
 def timed_step(model, make_value, points, labels):
     """A training step that returns how long its backward pass took."""
     loss = loss_of(model, make_value, points, labels)
-    t0 = time.perf_counter()
+    t0 = now()
     loss.backward()
-    seconds = time.perf_counter() - t0
+    seconds = now() - t0
     for p in model.parameters():
         p.data -= LR * p.grad
         p.grad = 0.0
@@ -97,13 +97,13 @@ class Turns:
         stamps = []
 
         def on_gc(phase, info):  # the collector calls this as each collection starts and stops
-            stamps.append(time.perf_counter())
+            stamps.append(now())
 
         gc.callbacks.append(on_gc)
         try:
-            t0 = time.perf_counter()
+            t0 = now()
             self.backward.append(self.step())
-            self.times.append(time.perf_counter() - t0)
+            self.times.append(now() - t0)
         finally:
             gc.callbacks.remove(on_gc)
         self.in_collector += sum(stamps[1::2]) - sum(stamps[0::2])
@@ -136,14 +136,21 @@ def collector_off(steps: dict, reps: int, warmup: int, pedantic=alternate) -> di
 
 def collector_on(steps: dict, reps: int, warmup: int, pedantic=alternate) -> dict:
     """With the collector on, each engine runs its steps in a block of its own, from a clean heap: taking turns
-    would make one engine's collections land in the other's steps. micrograd first, then haaw in ``pedantic``."""
+    would make one engine's collections land in the other's steps. micrograd first, then haaw in ``pedantic``.
+    The objects the process held before are frozen (``gc.freeze``), out of every collection: a full collection
+    scans them all, so under pytest, or after an import of torch, both engines' steps took longer by an amount
+    that depended on the process, not on the engine (haaw's step 70 ms alone, 144 ms after importing torch)."""
     turns = {name: Turns(step) for name, step in steps.items()}
-    gc.enable()
-    if "micrograd" in turns:
-        gc.collect()
-        alternate(turns["micrograd"], rounds=reps, warmup_rounds=warmup)
     gc.collect()
-    pedantic(turns["haaw"], rounds=reps, warmup_rounds=warmup)
+    gc.freeze()  # what the process held before (pytest's objects, torch's) is left out of every collection
+    try:
+        gc.enable()
+        if "micrograd" in turns:
+            alternate(turns["micrograd"], rounds=reps, warmup_rounds=warmup)
+            gc.collect()
+        pedantic(turns["haaw"], rounds=reps, warmup_rounds=warmup)
+    finally:
+        gc.unfreeze()
     return {name: t.last(reps) for name, t in turns.items()}
 
 
@@ -179,7 +186,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=21, help="timed steps per engine")
     parser.add_argument("--quick", action="store_true", help="4 reps, no warm-up, 16 points (a smoke test)")
+    parser.add_argument("--cpu-time", action="store_true", help="time in CPU time, which other jobs do not stretch")
     args = parser.parse_args(argv)
+    if args.cpu_time:
+        use_clock(time.process_time)
     if args.reps < 4:
         parser.error(f"--reps must be at least 4 (the noise of a median needs them), got {args.reps}")
     warmup, reps = (0, 4) if args.quick else (3, args.reps)
@@ -189,7 +199,7 @@ def main(argv=None):
     nodes = {name: node_count(loss_of(m, v, points, labels)) for name, (m, v) in found.items()}
     print(f"Python {platform.python_version()}, MLP({SIZES[0]}, {SIZES[1:]}), "
           f"{len(found['haaw'][0].parameters())} parameters, {n_points} points, "
-          f"{reps} reps after {warmup} warm-up; graph nodes: "
+          f"{reps} reps after {warmup} warm-up, {'CPU' if args.cpu_time else 'wall'} time; graph nodes: "
           + ", ".join(f"{name} {n:,}" for name, n in nodes.items()))
     first = {name: train_step(m, v, points, labels) for name, (m, v) in found.items()}
     if "micrograd" in first:
