@@ -34,13 +34,13 @@ from pathlib import Path
 
 import pytest
 
-from haaw.course.editions import EXERCISE, student_notebook
+from haaw.course.editions import EXERCISE, course_notebooks, student_notebook
 from haaw.tools.crosscheck import SKIP_NOTE
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = course_notebooks(ROOT / "notebooks")
 CHROMIUM = os.environ.get("HAAW_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
