@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from haaw.course.exercises import REGISTRY, NumberExercise
-from haaw.course.editions import student_notebook
+from haaw.course.editions import course_notebooks, student_notebook
 from haaw.course.exercises.code import CodeExercise
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = course_notebooks(Path(__file__).resolve().parents[2] / "notebooks")
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00")]  # 00 checks the setup: no lesson, no exercise
 
 
