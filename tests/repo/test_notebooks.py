@@ -37,10 +37,15 @@ def test_each_notebook_is_a_complete_lesson(path):
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     text = "\n".join(c.source for c in nb.cells)
+    if path.parent.name == "deeper":  # a companion goes deeper into its core's lesson (tests/repo/test_cores.py)
+        assert nb.cells[0].source.startswith(f"# {path.name[:2]}+ · ")
+        assert "%matplotlib inline" in code_cells(nb)[0].source
+        return
     assert "**You will learn**" in nb.cells[0].source
-    # the checkpoint ends the lesson; only a "Going further" section for a second reading may follow it
+    # the checkpoint ends the lesson; only the links to its companion ("Going deeper"), or a "Going further"
+    # section for a second reading, may follow it
     last = next(i for i in range(len(nb.cells) - 1, -1, -1) if "## Checkpoint" in nb.cells[i].source)
-    assert last == len(nb.cells) - 1 or nb.cells[last + 1].source.startswith("## Going further")
+    assert last == len(nb.cells) - 1 or nb.cells[last + 1].source.startswith(("## Going further", "## Going deeper"))
     keys = re.findall(r"check\(\"([^\"]+)\"", text)
     assert 3 <= len(keys) <= 8, "three to eight exercises"
     assert any(isinstance(REGISTRY[k], CodeExercise) for k in keys), "at least one in code"
