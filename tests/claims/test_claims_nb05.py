@@ -241,6 +241,7 @@ def test_05_the_saturation_curve_is_the_mean_over_200_random_unit_upstream_vecto
 def test_05_saturation_crushes_a_bounded_upstream_gradient_but_not_cross_entropy_s():
     z = np.array([30.0, 0.0, 0.0, 0.0])
     s = _softmax_np(z)
+    assert (f"{s[0]:.4f}", f"{s[1]:.1e}") == ("1.0000", "9.4e-14")  # the weights the core prints
     J = np.diag(s) - np.outer(s, s)
 
     def log_softmax_at(z_, t):  # log-sum-exp, for finite differences of cross-entropy
