@@ -77,13 +77,19 @@ def test_03_the_mlp_flop_table_and_the_ratio_climbing_toward_2():
     assert flops.forward["linear"] == layer_1 + layer_2 == 104_071_168
     assert flops.backward["linear"] == layer_1 + 2 * layer_2 + 256 * (256 + 10) == 105_449_984
     ratios = []
-    for hidden in (1, 4, 16):
+    for hidden in (1, 4, 16):  # the core's cell: backward from a random G at the outputs, no loss
         net = MLP([128] + [128] * hidden + [10], seed=0, dtype=np.float32)
         with count_flops() as flops:
-            F.cross_entropy(net(Tensor(np.ones((8, 128), dtype=np.float32))), np.zeros(8, dtype=int)).backward()
-        ratios.append(sum(flops.backward.values()) / sum(flops.forward.values()))
+            net(Tensor(np.ones((8, 128), dtype=np.float32))).backward(rng.standard_normal((8, 10)).astype(np.float32))
+        ratios.append(flops.total_backward / flops.total_forward)
     assert [f"{r:.2f}" for r in ratios] == ["1.08", "1.76", "1.94"]
     assert ratios[0] < ratios[1] < ratios[2] < 2
+    # the first layer pays once and every later one twice: the ratio is that mix, and climbs toward 2 with depth
+    for hidden, ratio in zip((1, 4, 16), ratios):
+        first, middle, last = 2 * 8 * 128 * 128, 2 * 8 * 128 * 128, 2 * 8 * 128 * 10
+        forward = first + (hidden - 1) * middle + last + 8 * 128 * hidden          # + the ReLUs
+        backward = first + 2 * ((hidden - 1) * middle + last) + 8 * (128 * hidden + 10) + 8 * 128 * hidden
+        assert ratio == pytest.approx(backward / forward, rel=1e-12)
 
 
 def test_03_the_softmax_cross_entropy_gradient_is_P_minus_Y_over_B():
