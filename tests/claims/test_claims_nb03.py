@@ -376,3 +376,23 @@ def test_03_the_array_engine_s_max_splits_a_tie_equally():
     t = Tensor(np.array([1.0, 1.0, 0.0]), requires_grad=True)
     t.max().backward()
     assert t.grad.tolist() == [0.5, 0.5, 0.0]
+
+
+def test_03_training_keeps_weights_in_float32_while_the_matrix_products_run_in_16_bits():
+    """The log-sum-exp section: float32 is the format of the weights and the optimizer's update, and the matrix
+    products run in a 16-bit format (notebook 07's master weights), where exp overflows near 11."""
+    from haaw.amp import MasterWeights, StaticLossScaler
+
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    masters = MasterWeights([w], low="float16")           # the model's copy in float16, the master in float32
+    x = Tensor(rng.standard_normal((8, 4)).astype(np.float16))
+    y = x @ w
+    assert w.data.dtype == np.float16 and y.data.dtype == np.float16  # the product ran in 16 bits
+    scaler = StaticLossScaler(scale=1.0)
+    scaler.scale_loss(y.sum()).backward()
+    assert masters.step(scaler, lr=1e-3)
+    assert masters.master[0].dtype == np.float32 and w.data.dtype == np.float16
+    # why the master is float32: an update of 1e-4 to a weight of 1 is rounded away in float16, kept in float32
+    assert np.float16(1.0) + np.float16(1e-4) == np.float16(1.0)
+    assert np.float32(1.0) + np.float32(1e-4) != np.float32(1.0)
