@@ -326,9 +326,79 @@ def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_t
     assert round(100 * np.mean(g < 1e-7)) == 77 and round(100 * np.mean(g < 1e-8)) == 11
     g32 = g.astype(np.float32)
     assert 100 * np.mean(g32.astype(np.float16) == 0) == pytest.approx(31.7, abs=0.3)
+    assert 100 * np.mean((g32 * 32).astype(np.float16) == 0) == pytest.approx(0.7, abs=0.1)
     assert 100 * np.mean((g32 * 1024).astype(np.float16) == 0) == pytest.approx(0.1, abs=0.1)
-    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7
-    assert 2**17 // 128 == 2**10
+    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7: 2**10 times more if they line up,
+    # 2**5 if their signs are as good as random (a sum of N random signs grows like √N)
+    assert 2**17 // 128 == 2**10 and np.sqrt(2**17 / 128) == 2**5
+
+
+def test_07_a_mean_of_shares_with_random_signs_shrinks_like_one_over_root_n():
+    """The companion, what the simulation reproduces: averaging does not shrink a gradient whose shares line up,
+    and shrinks it like 1/√N when their signs are random (the truth behind "averaging does not shrink")."""
+    rng = np.random.default_rng(7)
+    for n in (2**7, 2**17):
+        mean = rng.choice(np.array([-1, 1], dtype=np.int8), size=(64, n)).sum(axis=1, dtype=np.int64) / n
+        assert np.sqrt(np.mean(mean**2)) == pytest.approx(1 / np.sqrt(n), rel=0.25)
+        assert np.ones(n).mean() == 1.0
+    text = _printed("shares = rng.choice(", COMPANION)
+    assert "1024 times larger if aligned, 32 times if random" in text
+
+
+def test_07_under_data_parallelism_the_fp16_backward_sees_one_over_a_worker_s_tokens():
+    """The companion: with W workers each loss is a mean over 2^17 / W tokens, so dL/dlogits is W times larger in
+    each worker's 16-bit backward, and fewer of them underflow; the 1/W comes later, in the fp32 all-reduce."""
+    x, labels, ws = _start()
+    w1, b1, w2, b2, w3, b3 = [w.astype(np.float64) for w in ws]
+    logits = np.tanh(np.tanh(x @ w1 + b1) @ w2 + b2) @ w3 + b3
+    per_token = _softmax(logits) - np.eye(logits.shape[1])[labels]
+    shares = {w: _zero_share(per_token / (TOKENS // w), F16) for w in (1, 8, 64)}
+    assert [round(100 * shares[w], 1) for w in (1, 8, 64)] == [92.7, 68.1, 49.9]
+    # each worker's mean, then the all-reduce's mean over the workers: the mean over all the tokens
+    parts = np.split(per_token, 8)
+    assert np.allclose(np.mean([p.sum(axis=0) / len(p) for p in parts], axis=0), per_token.mean(axis=0))
+
+
+def test_07_fp8_block_factors_barely_help_dl_dlogits_whose_spread_lies_within_each_example():
+    """The companion's fp8 table: a power-of-two factor per 32 values (as MXFP8) leaves E4M3 losing 4.5% of
+    dL/dlogits against 5.5% with one factor per tensor; E5M2 keeps all of them either way."""
+    x, labels, ws = _start()
+    w = [a.astype(np.float64) for a in ws]
+    logits = np.tanh(np.tanh(x @ w[0] + w[1]) @ w[2] + w[3]) @ w[4] + w[5]
+    grads = (_softmax(logits) - np.eye(logits.shape[1])[labels]) / TOKENS
+
+    def blocked(values, fmt, block=32):
+        v = values.reshape(-1, block)
+        factor = 2.0 ** np.floor(np.log2(float(ml_dtypes.finfo(fmt).max) / np.max(np.abs(v), axis=1, keepdims=True)))
+        return ((v * factor).astype(fmt).astype(np.float64) / factor).reshape(values.shape)
+
+    assert round(np.mean(blocked(grads, E4M3) == 0), 3) == 0.045 and np.mean(blocked(grads, E5M2) == 0) == 0
+    # the spread lies largely within each example's 8 logits: a factor for every example still loses some
+    assert np.mean(blocked(grads, E4M3, block=8) == 0) > 0.01
+
+
+def test_07_adam_s_step_is_near_lr_when_gradients_agree_and_well_below_when_they_are_noisy():
+    """Core section 6 and the companion: lr × m̂ / √v̂ is at most about lr; in the full-batch fp32 run the ratio
+    stays near 1 (the same 128 examples at every step), with noise it is well below 1."""
+    x, labels, ws = _start()
+    master = [w.copy() for w in ws]
+    m = [np.zeros_like(w) for w in ws]
+    v = [np.zeros_like(w) for w in ws]
+    ratios = []
+    for t in range(1, 201):
+        _, _, grads = _forward_backward(master, x, labels, np.dtype(np.float32), 1.0)
+        for i, g in enumerate(grads):
+            g = g.astype(np.float32)
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            m_hat, v_hat = m[i] / (1 - 0.9**t), v[i] / (1 - 0.999**t)
+            ratios.append((np.abs(m_hat) / np.sqrt(v_hat)).ravel())
+            master[i] = master[i] - np.float32(1e-4) * m_hat / (np.sqrt(v_hat) + np.float32(1e-8))
+    ratios = np.concatenate(ratios)
+    assert np.median(ratios[np.isfinite(ratios)]) > 0.8
+    text = _printed("for steady, noise in", COMPANION)
+    typical = [float(t) for t in re.findall(r"typically ([\d.]+)", text)]
+    assert typical[0] == 1.0 and all(t < 0.8 for t in typical[1:]) and typical[-1] < 0.2
 
 
 def test_07_the_companion_s_runs_of_the_core_s_loop_agree_with_the_independent_rewrite():
