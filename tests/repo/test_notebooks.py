@@ -46,7 +46,8 @@ def test_each_core_is_a_complete_lesson(path):
     last = next(i for i in range(len(nb.cells) - 1, -1, -1) if "## Checkpoint" in nb.cells[i].source)
     after = nb.cells[last + 1:]
     assert not after or after[0].source.startswith(("## Going deeper", "## Going further"))
-    assert all(c.cell_type == "markdown" for c in after), "nothing to run after the checkpoint"
+    headings = [h for c in after if c.cell_type == "markdown" for h in re.findall(r"^## (.+)$", c.source, re.M)]
+    assert all(h.startswith(("Going deeper", "Going further")) for h in headings), headings
     keys = re.findall(r"check\(\"([^\"]+)\"", text)
     assert keys and any(isinstance(REGISTRY[k], CodeExercise) for k in keys), "exercises, at least one in code"
     assert "explorer" in text or "stepper" in text, "at least one interactive explorer"
