@@ -147,14 +147,16 @@ def test_08_the_repair_exercise_s_step_fails_the_audit_and_the_reference_passes(
     assert audit(make_model(), token_losses, per_token_loss, padded_batch()).ok
 
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_what_can_go_wrong.ipynb"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CORE, COMPANION = NOTEBOOKS / "08_what_can_go_wrong.ipynb", NOTEBOOKS / "deeper" / "08_what_can_go_wrong_deeper.ipynb"
 LISTINGS = {"08-bug-a": "def loss_a(", "08-bug-b": "def loss_b(", "08-bug-c": "def train_step_c("}
 
 
 def _listing(key):
-    """The notebook's own cell for exercise ``key``: (its numbered lines {number: code}, the function it defines)."""
+    """The notebook's own cell for exercise ``key`` (in the core or its companion): (its numbered lines
+    {number: code}, the function it defines)."""
     nbformat = pytest.importorskip("nbformat")
-    source = next(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells
+    source = next(c.source for path in (CORE, COMPANION) for c in nbformat.read(path, as_version=4).cells
                   if c.cell_type == "code" and c.source.startswith(LISTINGS[key]))
     numbered = {}
     for line in source.splitlines()[1:]:
@@ -408,3 +410,4 @@ def test_08_pytorch_catches_a_step_before_backward_only_for_a_weight_that_backwa
     with torch.no_grad():
         bias_only.bias.add_(1.0)
     loss.backward()                                   # a bias is never saved: never caught
+
