@@ -94,16 +94,20 @@ def plot_decision_boundary(model, points, labels, ax=None, title=""):
     return ax
 
 
-def plot_gradient_norms(curves: dict, ax=None, title: str = ""):
-    """Gradient norm reaching each layer's input, one line per setting, on a log scale."""
+def plot_gradient_norms(curves: dict, ax=None, title: str = "", legend: bool = True):
+    """Gradient norm reaching each layer's input, one line per setting, on a log scale.
+
+    With more than one line, the legend goes outside the axes, to the right, where it cannot cover a line
+    (``legend=False`` leaves it out, for all but one panel of a row that shares one)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.4))
+        _, ax = plt.subplots(figsize=(8, 3.4))
     for name, norms in curves.items():
         ax.semilogy(np.arange(len(norms)), norms, label=name)
     ax.set(xlabel="layer (0 = input end)", ylabel="‖dL/d(layer input)‖", title=title)
-    ax.legend(frameon=False, fontsize=SMALLEST_TEXT)
+    if legend and len(curves) > 1:
+        ax.legend(frameon=False, fontsize=SMALLEST_TEXT, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax
 
 
