@@ -110,6 +110,15 @@ def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_ro
     assert 1e-9 < central[3] < 1e-8
 
 
+def test_01_the_central_difference_s_truncation_error_is_h2_on_a_cubic():
+    def cube(w):
+        return w**3
+
+    for h in (Fraction(1, 10), Fraction(1, 100), Fraction(1, 1000)):  # exact arithmetic
+        assert (cube(2 + h) - cube(2)) / h - 12 == 6 * h + h**2
+        assert (cube(2 + h) - cube(2 - h)) / (2 * h) - 12 == h**2
+
+
 def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances():
     for off, ok in ((1e-6, True), (5e-6, True), (2e-5, False), (1e-4, False)):
         # a multiplication whose backward is wrong by a relative `off`: backward 3·(1 + off), finite diff. 3
@@ -119,6 +128,12 @@ def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances(
         a, n = report.rows[0].analytic.item(), report.rows[0].numeric.item()
         assert (abs(a - n) <= 1e-8 + 1e-5 * abs(n)) is ok
     assert gradcheck(lambda w, x: (w * x) ** 2, 2.0, 3.0).ok
+    # below about 1e-3 the fixed 1e-8 decides: a gradient of 1e-9, twice what it should be, still passes
+    with plugins.use(mul=lambda a, b: (a * b, (2 * b, 2 * a))):
+        report = gradcheck(lambda w: w * 1e-9, 2.0)
+    assert report.ok and report.rows[0].analytic.item() == pytest.approx(2 * report.rows[0].numeric.item())
+    with plugins.use(mul=lambda a, b: (a * b, (2 * b, 2 * a))):
+        assert not gradcheck(lambda w: w * 1e-3, 2.0).ok  # at 1e-3 the same bug is caught
 
 
 @pytest.mark.upstream
