@@ -110,6 +110,21 @@ def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_ro
     assert 1e-9 < central[3] < 1e-8
 
 
+def test_01_backward_starts_at_the_loss_with_1_and_writes_gradients_only(stored_output):
+    """Backward is not the model run in reverse: it starts at the output with dL/dL = 1, but no value of the forward
+    pass changes and no input is rebuilt; only .grad is written."""
+    w, x = Value(2.0), Value(3.0)
+    y = w * x
+    loss = y**2
+    before = [v.data for v in (w, x, y, loss)]
+    loss.backward()
+    assert loss.grad == 1.0
+    assert [v.data for v in (w, x, y, loss)] == before
+    assert (y.grad, w.grad, x.grad) == (12.0, 36.0, 24.0)
+    printed = stored_output("01", "before = [v.data for v in (w, x, y, L)]")
+    assert "dL/dL = 1\n" in printed and "unchanged" in printed and "CHANGED" not in printed
+
+
 def test_01_the_central_difference_s_truncation_error_is_h2_on_a_cubic():
     def cube(w):
         return w**3
