@@ -19,11 +19,14 @@ recomputed during backward its own activations exist again.
 Only the transformer layers are counted: not the embeddings, nor the output layer's logits and the
 loss, nor temporaries.
 
-The checkpointing experiment itself is written in the notebook, where the learner can change it;
-``measure`` here is the same experiment for the explorer when it is not handed the notebook's own.
+The checkpointing experiment itself is written in the core notebook, where the learner can change it;
+``make_stack``, ``run_stack`` and ``measure`` here are the same experiment, for the explorer when it is not
+handed the notebook's own and for the companion notebook, which takes the experiment further.
 """
 from __future__ import annotations
 
+import gc
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,30 +38,70 @@ from ..tools.flops import count_flops
 from ..tools.memory import track_memory
 
 
-def measure(segment: int | None, depth: int = 16, width: int = 64, batch: int = 64) -> dict:
-    """The explorer's stand-in for the notebook's ``measure``: ``depth`` residual blocks
-    h + W₂ GELU(W₁ LN(h)), checkpointed in segments of ``segment`` blocks (None: not at all);
-    peak saved bytes, FLOPs (forward, backward, recomputed) and the live-bytes timeline."""
-    blocks = []
+def make_stack(depth: int = 16, width: int = 64, seed: int = 0):
+    """``depth`` residual feed-forward blocks, each a function h -> h + W₂ GELU(W₁ LN(h)), and the
+    Linear layers they use (the hidden layer is 4 × ``width`` wide)."""
+    blocks, layers = [], []
     for i in range(depth):
-        up, down = Linear(width, 4 * width, seed=2 * i), Linear(4 * width, width, seed=2 * i + 1)
+        up, down = Linear(width, 4 * width, seed=seed + 2 * i), Linear(4 * width, width, seed=seed + 2 * i + 1)
         blocks.append(lambda h, up=up, down=down: h + down(F.gelu(up(F.layer_norm(h, h.shape[-1:])))))
+        layers += [up, down]
+    return blocks, layers
 
-    def run_segment(h, chunk):
-        for block in chunk:
-            h = block(h)
-        return h
 
+def run_segment(h, chunk):
+    """The blocks of ``chunk``, one after another."""
+    for block in chunk:
+        h = block(h)
+    return h
+
+
+def run_stack(blocks, x0: np.ndarray, segment: int | None = None, keep=checkpoint) -> Tensor:
+    """One training step through ``blocks``, forward and backward, on the loss mean(h²): segments of
+    ``segment`` blocks run as ``keep(fn, h)`` (None: no checkpointing). Returns the input, with its .grad."""
+    size = segment or len(blocks)
+    x = h = Tensor(x0, requires_grad=True)
+    for start in range(0, len(blocks), size):
+        chunk = blocks[start:start + size]
+        h = run_segment(h, chunk) if segment is None else keep(lambda t, chunk=chunk: run_segment(t, chunk), h)
+    (h * h).mean().backward()
+    return x
+
+
+def measure(segment: int | None, depth: int = 16, width: int = 64, batch: int = 64) -> dict:
+    """The explorer's stand-in for the notebook's ``measure``: one step of ``make_stack``, checkpointed
+    in segments of ``segment`` blocks (None: not at all); peak saved bytes, FLOPs (forward, backward,
+    recomputed) and the live-bytes timeline."""
+    blocks, _ = make_stack(depth, width)
     x0 = np.random.default_rng(1).standard_normal((batch, width))
     with track_memory() as memory, count_flops() as flops:
-        h = Tensor(x0, requires_grad=True)
-        size = segment or depth
-        for start in range(0, depth, size):
-            chunk = blocks[start:start + size]
-            h = run_segment(h, chunk) if segment is None else checkpoint(lambda t, c=chunk: run_segment(t, c), h)
-        (h * h).mean().backward()
+        run_stack(blocks, x0, segment)
     return {"peak bytes": memory.peak, "forward": flops.total_forward, "backward": flops.total_backward,
             "recompute": flops.total_recompute, "timeline": [live for _, _, live in memory.timeline]}
+
+
+def time_in_turns(runs: dict, turns: int = 15) -> dict:
+    """Name -> the seconds of each of ``turns`` runs of ``runs[name]()``, in CPU time of this thread.
+
+    Each runs once first, unmeasured (a first run allocates its memory afresh); then the runs take turns,
+    so that whatever slows the machine for a while slows them all. CPU time (``time.thread_time``) leaves
+    out the time this thread waits while other programs run, though not how they slow it down (sharing
+    the caches, for one). Garbage collection is off while timing, as ``timeit`` does. The caller sets the
+    number of BLAS threads (the notebooks use one)."""
+    for run in runs.values():
+        run()
+    times = {name: [] for name in runs}
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(turns):
+            for name, run in runs.items():
+                start = time.thread_time()
+                run()
+                times[name].append(time.thread_time() - start)
+    finally:
+        gc.enable()
+    return times
 
 
 def describe_run(result: dict, baseline: dict) -> str:
