@@ -3,7 +3,7 @@
 What fills an accelerator's memory while a transformer trains. Per parameter: the weights, their
 gradients and the optimizer's state. In fp32 with Adam that is 4 + 4 + 8 = 16 bytes. In mixed
 precision it is 2 (16-bit weights) + 2 (16-bit gradients) + 12 (fp32 master weights and Adam's two
-moments) = 16 bytes too (the accounting of the ZeRO paper, Rajbhandari et al. 2019): mixed precision
+moments) = 16 bytes too (the accounting of the ZeRO paper, Rajbhandari et al. 2020): mixed precision
 does not shrink this part, it shrinks the activations.
 
 Activations per layer, in 16-bit, for sequence length s, batch b, hidden size h and a heads:
@@ -15,6 +15,15 @@ instead of 2, which gives s·b·h·(66 + 9·a·s/h). A kernel that keeps no scor
 (FlashAttention-style) drops the second term. With full recomputation (checkpointing every layer)
 each layer's input stays (one number per entry of the hidden state), and while one layer is
 recomputed during backward its own activations exist again.
+
+That count is for the layer Korthikanti et al. studied, GPT-3's: dropout after the attention scores, after
+attention and after the feed-forward network, and a feed-forward network of two matrices with GELU between
+them, 4h wide. Open 7B models of recent years (LLaMA's, for one) train without dropout and use SwiGLU, three
+matrices and a gated product, W₂(SiLU(W₁x) ⊙ W₃x), of width f (11008 for LLaMA-7B, about 8h/3). Counted the
+same way, what each step keeps: the two norms 2, attention 5 (as before, without the mask), the feed-forward
+network 1 + 4·f/h (its input; W₁x, W₃x, SiLU's output and their product, f wide each) numbers the size of
+the hidden state, and one s × s matrix per head (the softmax's output): s·b·h·(2·(7 + 1 + 4·f/h) + 2·a·s/h)
+bytes in 16-bit, which ``TransformerShape(mlp="swiglu", dropout=False)`` selects.
 
 Only the transformer layers are counted: not the embeddings, nor the output layer's logits and the
 loss, nor temporaries.
@@ -113,15 +122,22 @@ def describe_run(result: dict, baseline: dict) -> str:
 
 @dataclass(frozen=True)
 class TransformerShape:
+    """A transformer's sizes, and the layer's kind: GPT's (dropout, a GELU feed-forward network 4h wide) by
+    default, or ``mlp="swiglu"`` with ``ffn`` its width and ``dropout=False``, as LLaMA's."""
     name: str
     params: float
     layers: int
     hidden: int
     heads: int
+    mlp: str = "gelu"
+    ffn: int | None = None  # the feed-forward network's width; None: 4 × hidden
+    dropout: bool = True
 
 
 GPT_125M = TransformerShape("125M", 125e6, layers=12, hidden=768, heads=12)
-MODEL_7B = TransformerShape("7B", 6.7e9, layers=32, hidden=4096, heads=32)
+MODEL_7B = TransformerShape("7B", 6.7e9, layers=32, hidden=4096, heads=32)  # GPT-3 6.7B's shape
+LLAMA_7B = TransformerShape("7B, LLaMA-style", 6.74e9, layers=32, hidden=4096, heads=32, mlp="swiglu", ffn=11008,
+                            dropout=False)
 
 OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd+momentum": 4, "adam": 8}  # fp32 per parameter
 
@@ -140,6 +156,8 @@ def training_memory(model: TransformerShape, batch: int, seq: int, precision: st
         raise ValueError(f"precision must be 'fp32' or 'mixed', got {precision!r}")
     if optimizer not in OPTIMIZER_STATE_BYTES:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_STATE_BYTES)}, got {optimizer!r}")
+    if model.mlp not in ("gelu", "swiglu"):
+        raise ValueError(f"mlp must be 'gelu' or 'swiglu', got {model.mlp!r}")
     P = model.params
     state = OPTIMIZER_STATE_BYTES[optimizer] * P
     if precision == "mixed":
@@ -148,10 +166,15 @@ def training_memory(model: TransformerShape, batch: int, seq: int, precision: st
         weights, grads = 4 * P, 4 * P
     s, b, h, a = seq, batch, model.hidden, model.heads
     w = 4 if precision == "fp32" else 2  # bytes a number; a dropout mask takes 1 byte a number in both
-    # the hidden-state-sized arrays: 16 numbers of w bytes and 2 masks; per score entry: 2 numbers and 1 mask
-    hidden_part = 16 * w + 2  # 34 in 16-bit, 66 in fp32
-    score_part = (2 * w + 1) * a * s / h if keep_scores else 0  # 5·a·s/h in 16-bit, 9·a·s/h in fp32
-    one_layer = s * b * h * (hidden_part + score_part)
+    f = model.ffn or 4 * h
+    # the arrays the size of the hidden state, in numbers: the two norms' inputs (2); attention's Q, K, V
+    # projection input, Q and K, V, the output projection's input (5); the feed-forward network's input and its
+    # f-wide arrays: GELU's input and the second matrix's input (2), or SwiGLU's W₁x, W₃x, SiLU(W₁x), product (4)
+    numbers = 2 + 5 + 1 + (4 if model.mlp == "swiglu" else 2) * f / h
+    masks = 2 if model.dropout else 0  # after attention and after the feed-forward network
+    # per score entry: the softmax's output, and with dropout its mask and its output
+    score_part = ((2 * w + 1) if model.dropout else w) * a * s / h if keep_scores else 0
+    one_layer = s * b * h * (numbers * w + masks + score_part)  # GPT's: 34 + 5·a·s/h in 16-bit, 66 + 9·a·s/h in fp32
     layer_input = w * s * b * h
     if recompute:
         activations, again = model.layers * layer_input, one_layer - layer_input
