@@ -199,7 +199,8 @@ def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_i
 
 def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so_pick_runs_the_course_s():
     # the memory tracker counts bare arrays on ctx; a Tensor on ctx (ctx.out = out) keeps out.data alive all
-    # the same, and must not pass: else cell 17 would run it and print a peak that misses the output
+    # the same, and must not pass: else the core's cell that runs the learner's class would print a peak that misses
+    # the output
 
     for what in (lambda out: out, lambda out: out.data, lambda out: (out,), lambda out: {"y": out}):
         cls = _learner_checkpoint(lambda x: x, lambda out, what=what: {"out": what(out)})
@@ -208,8 +209,24 @@ def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so
         assert pick("06-checkpoint", cls) is CheckpointSegment
 
 
-def test_06_for_the_7b_model_the_activations_take_about_as_much_as_weights_gradients_and_optimizer_together():
-    """Cell 0: "they can take as much memory as the weights, gradients and optimizer state together"."""
+def test_06_gpt2_small_s_activations_outweigh_everything_else_linear_in_batch_3_4_times_for_twice_the_tokens():
+    """Core, cell 0 and section 2: for a large model trained on long sequences the activations outweigh everything
+    else in memory; weights, gradients and optimizer state take 1.86 GiB whatever the data; the activations grow in
+    proportion to the batch, and twice the tokens give 3.4 times the bytes (the s × s score matrices)."""
+    def parts(batch, seq):
+        return training_memory(GPT_125M, batch, seq, precision="fp32")
+
+    fixed = parts(8, 1024)["weights"] + parts(8, 1024)["gradients"] + parts(8, 1024)["optimizer state"]
+    assert f"{fixed / 2**30:.2f}" == "1.86" and fixed == 16 * GPT_125M.params
+    assert parts(8, 1024)["activations"] > 5 * fixed  # several times everything else
+    assert parts(16, 1024)["activations"] == 2 * parts(8, 1024)["activations"]
+    growth = parts(8, 2048)["activations"] / parts(8, 1024)["activations"]
+    assert f"{growth:.1f}" == "3.4" and growth > 2  # faster than the sequence length: the scores
+
+
+def test_06_a_7b_model_needs_about_100_gib_before_a_single_activation_and_its_activations_as_much_again():
+    """Companion, "Two 7B models": about 100 GiB for weights, gradients and optimizer state; GPT-3 6.7B's
+    activations at 4096 tokens in mixed precision, 97 GiB, about as much again."""
     parts = training_memory(MODEL_7B, 1, 4096, precision="mixed")
     fixed = parts["weights"] + parts["gradients"] + parts["optimizer state"]
     assert 0.9 < parts["activations"] / fixed < 1.1
@@ -217,8 +234,8 @@ def test_06_for_the_7b_model_the_activations_take_about_as_much_as_weights_gradi
 
 
 def test_06_the_labels_are_counted_cross_entropy_keeps_its_log_probabilities_and_a_copy_of_the_labels():
-    """Cell 2: parameters and the input batch are not counted; the labels are, 32 × 10 log-probabilities
-    and 32 labels of 8 bytes each in the cross_entropy_rows row."""
+    """Core, section 1: parameters and the input batch are not counted; cross-entropy keeps 32 × 10
+    log-probabilities and a copy of the 32 labels, 8 bytes each, in the cross_entropy_rows row."""
     from haaw.nn import MLP
     rng = np.random.default_rng(0)
     model = MLP([64, 128, 128, 10], seed=0)
@@ -230,7 +247,8 @@ def test_06_the_labels_are_counted_cross_entropy_keeps_its_log_probabilities_and
 
 
 def test_06_at_4096_tokens_dropping_the_scores_saves_nearly_as_much_as_checkpointing_and_the_two_combine():
-    """Cells 11-12: 97.0 -> 17.0 GiB without scores; 1.0 + 3.0 with recomputation; 1.5 with both."""
+    """Companion, "Long sequences and the score matrices": 97.0 -> 17.0 GiB without scores; 1.0 + 3.0 with
+    recomputation; 1.5 with both."""
     s, b, h, a, L = 4096, 1, 4096, 32, 32
     per_layer = 34 * s * b * h + 5 * a * s * s * b  # Korthikanti et al., 16-bit
     no_scores = 34 * s * b * h
@@ -251,8 +269,8 @@ def test_06_at_4096_tokens_dropping_the_scores_saves_nearly_as_much_as_checkpoin
 
 
 def test_06_a_block_keeps_about_30_arrays_its_input_s_size_so_segments_of_one_block_win():
-    """Cells 27-28: one block keeps ~30 input-sized arrays; N/k + 30·k (less the input) predicts the peaks,
-    smallest at k = √(16/30) < 1."""
+    """Companion, "The best segment length": one block keeps ~30 input-sized arrays; N/k + 30·k (less the input)
+    predicts the peaks, smallest at k = √(16/30) < 1."""
     input_bytes = 64 * 64 * 8
     plain_peak = _measure(None)[0]
     per_block = plain_peak / 16 / input_bytes
