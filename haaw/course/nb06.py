@@ -135,8 +135,8 @@ class TransformerShape:
 
 
 GPT_125M = TransformerShape("125M", 125e6, layers=12, hidden=768, heads=12)
-MODEL_7B = TransformerShape("7B", 6.7e9, layers=32, hidden=4096, heads=32)  # GPT-3 6.7B's shape
-LLAMA_7B = TransformerShape("7B, LLaMA-style", 6.74e9, layers=32, hidden=4096, heads=32, mlp="swiglu", ffn=11008,
+MODEL_7B = TransformerShape("GPT-3 6.7B", 6.7e9, layers=32, hidden=4096, heads=32)  # GPT-3 6.7B's shape
+LLAMA_7B = TransformerShape("LLaMA-style 7B", 6.74e9, layers=32, hidden=4096, heads=32, mlp="swiglu", ffn=11008,
                             dropout=False)
 
 OPTIMIZER_STATE_BYTES = {"sgd": 0, "sgd+momentum": 4, "adam": 8}  # fp32 per parameter

@@ -9,7 +9,7 @@ import haaw.nn.functional as F
 from haaw import checkpoint, Function, no_grad, Tensor
 from haaw.course.exercises import check, pick
 from haaw.course.exercises.nb06 import _KeepsTheOutput, CheckpointSegment
-from haaw.course.nb06 import GPT_125M, MODEL_7B, training_memory
+from haaw.course.nb06 import GPT_125M, LLAMA_7B, MODEL_7B, training_memory
 from haaw.nn import Linear
 from haaw.tools.flops import count_flops
 from haaw.tools.memory import track_memory
@@ -279,3 +279,24 @@ def test_06_a_block_keeps_about_30_arrays_its_input_s_size_so_segments_of_one_bl
     for k in (1, 2, 4):
         measured = _measure(k)[0] / input_bytes
         assert abs(measured - (16 // k - 1 + 30 * k)) < 0.5
+
+
+def test_06_without_dropout_a_llama_style_7b_keeps_about_half_of_gpt3_s_activations_but_more_once_scores_are_gone():
+    """Companion, "What a transformer layer keeps" and "Two 7B models": a LLaMA-style layer keeps
+    s·b·h·(37.5 + 2·a·s/h) bytes in 16-bit against GPT-3's 34 + 5·a·s/h; at 4096 tokens in mixed precision
+    50.8 GiB against 97.0; with no score matrix stored and every layer checkpointed, 1.6 against 1.5."""
+    s, b, h, a = 4096, 1, 4096, 32
+
+    def activations(shape, **kw):
+        parts = training_memory(shape, b, s, precision="mixed", **kw)
+        return parts["activations"] + parts["recomputed layer"]
+
+    per_entry = activations(LLAMA_7B, keep_scores=False) / (LLAMA_7B.layers * s * b * h)
+    assert per_entry == pytest.approx(37.5)
+    assert (activations(LLAMA_7B) / (LLAMA_7B.layers * s * b * h) - per_entry) / (a * s / h) == pytest.approx(2)
+    llama, gpt = activations(LLAMA_7B) / 2**30, activations(MODEL_7B) / 2**30
+    assert (f"{llama:.1f}", f"{gpt:.1f}") == ("50.8", "97.0") and 0.45 < llama / gpt < 0.55  # "about half"
+    both = {shape.name: activations(shape, keep_scores=False, recompute=True) / 2**30 for shape in (LLAMA_7B, MODEL_7B)}
+    assert [f"{v:.1f}" for v in both.values()] == ["1.6", "1.5"]
+    # what makes the difference once the scores are gone: the wider SwiGLU network against the two dropout masks
+    assert activations(LLAMA_7B, keep_scores=False) > activations(MODEL_7B, keep_scores=False)
