@@ -383,3 +383,10 @@ def test_09_with_an_all_reduce_that_averages_the_loss_divides_by_the_average_tok
     assert "real tokens per worker: [9.0, 7.0] average: 8.0" in lines
     assert lines[-2:] == ["÷ total tokens, summed agrees (rtol 1e-06)", "÷ average tokens, then ÷ N agrees (rtol 1e-06)"]
 
+
+def test_09_the_microbatch_loss_checker_accumulates_over_five_splits_of_four_batches():
+    """The core's Exercise 3 says what its checker does: five splits of four batches, each against its big batch."""
+    from haaw.course.exercises import REGISTRY
+
+    cases = REGISTRY["09-token-weighted"].cases()
+    assert len(cases) == 5 and len({case.args[0] for case in cases}) == 4
