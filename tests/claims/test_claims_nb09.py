@@ -349,7 +349,7 @@ def test_09_sharded_adam_over_reduce_scatter_and_all_gather_gives_the_unsharded_
 
 
 def test_09_zero_s_reduce_scatter_and_all_gather_send_what_one_all_reduce_sends(stored_output):
-    """Section 8: each half of the ring moves (N − 1)·S bytes over all workers together, the all-reduce both."""
+    """The companion's ZeRO section: each half of the ring moves (N − 1)·S bytes over all workers together, the all-reduce both."""
     read = stored_output("09", "scatter_wires, gather_wires, reduce_wires")
     n, size = 4, 81 * 8                                    # workers; the small model's 81 float64 weights
     half = (n - 1) * size
