@@ -3,8 +3,10 @@
 The figures are recomputed here without the engine, the loss scalers or the optimizer: a NumPy forward and
 backward pass of the notebook's MLP that rounds to 16 bits where the notebook's does (matrix products
 accumulated in fp32, then rounded; elementwise operations in the 16-bit format; the loss in fp32), and Adam
-written out. Only the data and the fp32 starting weights come from ``haaw.course.nb07``. The last test
-compares the table the notebook stores with this independent run.
+written out. Only the data and the fp32 starting weights come from ``haaw.course.nb07``. The table test
+compares the table the core stores with this independent run; the companion
+(notebooks/deeper/07_mixed_precision_deeper.ipynb) holds the fp8 recipes, the simulation's limits, the fp16
+backward entry by entry and the scaler's log, and its stored outputs are read the same way.
 """
 import json
 import ml_dtypes
@@ -19,6 +21,7 @@ from haaw.amp import StaticLossScaler
 from haaw.course.nb07 import classification_data, pretrained_weights
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_mixed_precision.ipynb"
+COMPANION = NOTEBOOK.parent / "deeper" / "07_mixed_precision_deeper.ipynb"
 TOKENS = 2**17
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
@@ -248,11 +251,19 @@ def test_07_try_it_a_plain_mean_needs_no_scaling_and_a_larger_learning_rate_lose
     assert _train(BF16, keep_master=False, lr=1e-3)["lost"] > 0.5  # bf16 still loses many
 
 
+def _joined(text):
+    return "".join(text) if isinstance(text, list) else text
+
+
+def _printed(source: str, notebook: Path = NOTEBOOK) -> str:
+    """What the first code cell of ``notebook`` holding ``source`` printed, as the notebook is stored."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return next("".join(_joined(o.get("text", "")) for o in c.get("outputs", []))
+                for c in cells if c["cell_type"] == "code" and source in _joined(c["source"]))
+
+
 def _stored_table():
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    joined = lambda text: "".join(text) if isinstance(text, list) else text  # noqa: E731
-    text = next("".join(joined(o.get("text", "")) for o in c.get("outputs", []))
-                for c in cells if c["cell_type"] == "code" and "runs = {" in joined(c["source"]))
+    text = _printed("runs = {")
     rows = {}
     for line in text.splitlines():
         m = re.match(r"(.+?)\s+([\d.]+)\s+([\d.]+)\s+(\d+)%\s+([\d.]+)%\s+([\d.]+)%\s+(\d+)$", line)
@@ -315,9 +326,95 @@ def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_t
     assert round(100 * np.mean(g < 1e-7)) == 77 and round(100 * np.mean(g < 1e-8)) == 11
     g32 = g.astype(np.float32)
     assert 100 * np.mean(g32.astype(np.float16) == 0) == pytest.approx(31.7, abs=0.3)
+    assert 100 * np.mean((g32 * 32).astype(np.float16) == 0) == pytest.approx(0.7, abs=0.1)
     assert 100 * np.mean((g32 * 1024).astype(np.float16) == 0) == pytest.approx(0.1, abs=0.1)
-    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7
-    assert 2**17 // 128 == 2**10
+    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7: 2**10 times more if they line up,
+    # 2**5 if their signs are as good as random (a sum of N random signs grows like √N)
+    assert 2**17 // 128 == 2**10 and np.sqrt(2**17 / 128) == 2**5
+
+
+def test_07_a_mean_of_shares_with_random_signs_shrinks_like_one_over_root_n():
+    """The companion, what the simulation reproduces: averaging does not shrink a gradient whose shares line up,
+    and shrinks it like 1/√N when their signs are random (the truth behind "averaging does not shrink")."""
+    rng = np.random.default_rng(7)
+    for n in (2**7, 2**17):
+        mean = rng.choice(np.array([-1, 1], dtype=np.int8), size=(64, n)).sum(axis=1, dtype=np.int64) / n
+        assert np.sqrt(np.mean(mean**2)) == pytest.approx(1 / np.sqrt(n), rel=0.25)
+        assert np.ones(n).mean() == 1.0
+    text = _printed("shares = rng.choice(", COMPANION)
+    assert "1024 times larger if aligned, 32 times if random" in text
+
+
+def test_07_under_data_parallelism_the_fp16_backward_sees_one_over_a_worker_s_tokens():
+    """The companion: with W workers each loss is a mean over 2^17 / W tokens, so dL/dlogits is W times larger in
+    each worker's 16-bit backward, and fewer of them underflow; the 1/W comes later, in the fp32 all-reduce."""
+    x, labels, ws = _start()
+    w1, b1, w2, b2, w3, b3 = [w.astype(np.float64) for w in ws]
+    logits = np.tanh(np.tanh(x @ w1 + b1) @ w2 + b2) @ w3 + b3
+    per_token = _softmax(logits) - np.eye(logits.shape[1])[labels]
+    shares = {w: _zero_share(per_token / (TOKENS // w), F16) for w in (1, 8, 64)}
+    assert [round(100 * shares[w], 1) for w in (1, 8, 64)] == [92.7, 68.1, 49.9]
+    # each worker's mean, then the all-reduce's mean over the workers: the mean over all the tokens
+    parts = np.split(per_token, 8)
+    assert np.allclose(np.mean([p.sum(axis=0) / len(p) for p in parts], axis=0), per_token.mean(axis=0))
+
+
+def test_07_fp8_block_factors_barely_help_dl_dlogits_whose_spread_lies_within_each_example():
+    """The companion's fp8 table: a power-of-two factor per 32 values (as MXFP8) leaves E4M3 losing 4.5% of
+    dL/dlogits against 5.5% with one factor per tensor; E5M2 keeps all of them either way."""
+    x, labels, ws = _start()
+    w = [a.astype(np.float64) for a in ws]
+    logits = np.tanh(np.tanh(x @ w[0] + w[1]) @ w[2] + w[3]) @ w[4] + w[5]
+    grads = (_softmax(logits) - np.eye(logits.shape[1])[labels]) / TOKENS
+
+    def blocked(values, fmt, block=32):
+        v = values.reshape(-1, block)
+        factor = 2.0 ** np.floor(np.log2(float(ml_dtypes.finfo(fmt).max) / np.max(np.abs(v), axis=1, keepdims=True)))
+        return ((v * factor).astype(fmt).astype(np.float64) / factor).reshape(values.shape)
+
+    assert round(np.mean(blocked(grads, E4M3) == 0), 3) == 0.045 and np.mean(blocked(grads, E5M2) == 0) == 0
+    # the spread lies largely within each example's 8 logits: a factor for every example still loses some
+    assert np.mean(blocked(grads, E4M3, block=8) == 0) > 0.01
+
+
+def test_07_adam_s_step_is_near_lr_when_gradients_agree_and_well_below_when_they_are_noisy():
+    """Core section 6 and the companion: lr × m̂ / √v̂ is at most about lr; in the full-batch fp32 run the ratio
+    stays near 1 (the same 128 examples at every step), with noise it is well below 1."""
+    x, labels, ws = _start()
+    master = [w.copy() for w in ws]
+    m = [np.zeros_like(w) for w in ws]
+    v = [np.zeros_like(w) for w in ws]
+    ratios = []
+    for t in range(1, 201):
+        _, _, grads = _forward_backward(master, x, labels, np.dtype(np.float32), 1.0)
+        for i, g in enumerate(grads):
+            g = g.astype(np.float32)
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            m_hat, v_hat = m[i] / (1 - 0.9**t), v[i] / (1 - 0.999**t)
+            ratios.append((np.abs(m_hat) / np.sqrt(v_hat)).ravel())
+            master[i] = master[i] - np.float32(1e-4) * m_hat / (np.sqrt(v_hat) + np.float32(1e-8))
+    ratios = np.concatenate(ratios)
+    assert np.median(ratios[np.isfinite(ratios)]) > 0.8
+    text = _printed("for steady, noise in", COMPANION)
+    typical = [float(t) for t in re.findall(r"typically ([\d.]+)", text)]
+    assert typical[0] == 1.0 and all(t < 0.8 for t in typical[1:]) and typical[-1] < 0.2
+
+
+def test_07_the_companion_s_runs_of_the_core_s_loop_agree_with_the_independent_rewrite():
+    """``nb07.train``, the loop the companion runs, against the rewrite above: fp16 without loss scaling and with
+    it but without master weights, at the tolerances of the table test."""
+    from haaw.amp import DynamicLossScaler
+    from haaw.course.nb07 import train
+
+    runs = _runs()
+    for name, run in (("fp16, no loss scaling", train("float16")),
+                      ("fp16 + scaling, no master", train("float16", DynamicLossScaler(growth_interval=50),
+                                                          keep_master=False))):
+        r = runs[name]
+        assert run["losses"][0] == pytest.approx(r["losses"][0], abs=1e-5)
+        assert run["losses"][-1] == pytest.approx(r["losses"][-1], abs=3e-5)
+        assert run["zero"] == pytest.approx(r["zero"], abs=0.01) and run["lost"] == pytest.approx(r["lost"], abs=0.01)
 
 
 @pytest.mark.upstream
@@ -364,8 +461,8 @@ def test_07_unscale_once_per_optimizer_step_not_per_micro_batch():
 
 
 def test_07_a_scaler_growing_every_4_steps_skips_every_fifth_step_from_88():
-    nb = json.loads((Path(__file__).parents[2] / "notebooks" / "07_mixed_precision.ipynb").read_text())
-    text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c.get("id") == "cell-49h" for o in c["outputs"])
+    """The companion's watched run."""
+    text = _printed("watched_run = nb07.train(", COMPANION)
     assert "skipped steps: 23 of 200" in text and str(list(range(88, 200, 5))) in text
     # the arithmetic of the saw: 22 doublings after 4 clean steps each, from 2^16 to 2^38, reach step 88
     assert 16 + 88 // 4 == 38 and len(range(88, 200, 5)) == 23
@@ -379,9 +476,9 @@ def test_07_a_long_sum_stalls_at_256_in_bf16():
 
 
 def test_07_in_an_fp16_backward_the_parameter_gradients_that_survive_are_mostly_noise_unless_the_loss_is_scaled():
-    """Cells 24-25: at scale 1 the nonzero parameter gradients have a median error of 200% against fp32 and 31%
-    the wrong sign, built from dL/dlogits rounded to 0 or 1, 2, 3 × 2^-24; 79% of those a cast would zero are not
-    0. At 2^16: median error 1%, wrong signs 0% when rounded."""
+    """The companion's fp16 backward entry by entry: at scale 1 the nonzero parameter gradients have a median
+    error of 200% against fp32 and 31% the wrong sign, built from dL/dlogits rounded to 0 or 1, 2, 3 × 2^-24; 79%
+    of those a cast would zero are not 0. At 2^16: median error 1%, wrong signs 0% when rounded."""
     x, labels, ws = _start()
     _, _, reference = _forward_backward(ws, x, labels, np.dtype(np.float64), 1.0)
     reference = np.concatenate([g.ravel() for g in reference])
@@ -405,17 +502,17 @@ def test_07_in_an_fp16_backward_the_parameter_gradients_that_survive_are_mostly_
 
 
 def test_07_adam_moves_nearly_every_weight_whose_gradient_fp16_set_to_0():
-    """Cells 44, 47, 51: a zero gradient adds nothing new, but Adam's momentum still moves the weight (97%)."""
+    """The companion's closer look at the six runs: a zero gradient adds nothing new, but Adam's momentum still
+    moves the weight (97%)."""
     share = _runs()["fp16, no loss scaling"]["zero moved"]
     assert round(100 * share) == 97
-    # and the engine's run, whose line the notebook stores (cell 47's output is not compared by nbval)
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    text = "".join("".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c.get("outputs", []))
+    # and the engine's run, whose line the companion stores (its output is not compared by nbval)
+    text = _printed("unscaled_run = nb07.train(", COMPANION)
     assert "gradient entries exactly 0 that Adam moved all the same, fp16 without loss scaling: 97%" in text
 
 
 def test_07_the_watched_run_reaches_92_percent_of_fp32_s_drop_skipping_one_step_in_growth_interval_plus_1():
-    """Cells 61-62."""
+    """The companion's watched run."""
     with np.errstate(over="ignore"):
         watched = _train(F16, dynamic=True, growth_interval=4)
     assert watched["skipped"] == 23
@@ -425,7 +522,7 @@ def test_07_the_watched_run_reaches_92_percent_of_fp32_s_drop_skipping_one_step_
 
 @pytest.mark.upstream
 def test_07_a_sequential_fp16_sum_stalls_at_2048_on_a_tie_rounded_to_even_a_pairwise_sum_does_not():
-    """Cells 55-56: 'at least twice': 2048 + 1 is a tie and rounds to even; np.sum reaches 10000."""
+    """The companion's fp32 list: 'at least twice': 2048 + 1 is a tie and rounds to even; np.sum reaches 10000."""
     ones = np.ones(10_000, dtype=np.float16)
     assert float(np.cumsum(ones)[-1]) == 2048.0 and float(np.sum(ones)) == 10_000.0
     assert float(np.float16(2048) + np.float16(1)) == 2048.0  # halfway between 2048 and 2050: to even
@@ -434,8 +531,8 @@ def test_07_a_sequential_fp16_sum_stalls_at_2048_on_a_tie_rounded_to_even_a_pair
 
 @pytest.mark.upstream
 def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_norm_and_sum_keep_their_input_s_dtype():
-    """Cell 54: on the CPU, softmax, layer norm and sums run in the dtype that reaches them (bf16 after a matrix
-    product, fp32 on fp32); the cross-entropy loss is cast to fp32."""
+    """The companion's fp32 list: on the CPU, softmax, layer norm and sums run in the dtype that reaches them
+    (bf16 after a matrix product, fp32 on fp32); the cross-entropy loss is cast to fp32."""
     torch = pytest.importorskip("torch")
     x = torch.randn(4, 8)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -451,7 +548,8 @@ def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_n
 
 @pytest.mark.upstream
 def test_07_grad_scaler_refuses_a_second_unscale_before_update():
-    """Cell 60: a second scaler.unscale_(optimizer) before scaler.update() raises a RuntimeError."""
+    """The companion's gradient accumulation: a second scaler.unscale_(optimizer) before scaler.update() raises
+    a RuntimeError."""
     torch = pytest.importorskip("torch")
     p = torch.nn.Parameter(torch.ones(3))
     optimizer = torch.optim.SGD([p], lr=0.1)
