@@ -270,7 +270,7 @@ def _clip_cases():
 
 register(CodeExercise(
     key="04-clip-grad-norm",
-    refuses=(*guard.BACKWARD, "nn.clip_grad_norm_"),
+    refuses=(*guard.BACKWARD, "nn.clip_grad_norm_", "torch.clip_grad_norm_"),
     question="Clip by global norm: treat all the gradients as one long vector; if its norm is above max_norm, scale "
              "every gradient by the same factor so that the norm becomes max_norm. Return the clipped list and the "
              "norm before clipping.",

@@ -171,7 +171,7 @@ def _where_the_scale_stops(fn, pattern) -> str:
 
 register(CodeExercise(
     key="07-update-scale",
-    refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update"),
+    refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update", "torch.amp.GradScaler"),
     question="Write a dynamic loss scaler's update, as torch.amp.GradScaler does it: on an overflow (found_inf), "
              "multiply the scale by backoff_factor and restart the count of clean steps; otherwise count one more "
              "clean step, and when the count reaches growth_interval, multiply the scale by growth_factor and "
@@ -306,7 +306,8 @@ def _what_went_wrong(fn, grads, scale, max_norm) -> str:
 
 register(CodeExercise(
     key="07-unscale-then-clip",
-    refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_"),
+    refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_", "torch.clip_grad_norm_",
+             "torch.amp.GradScaler"),
     question="The gradients were computed from the loss times `scale`. Divide them by the scale first, then clip "
              "them by global norm to max_norm. Return (the gradients, their norm before clipping, found_inf); if "
              "any entry is inf or nan, return the unscaled gradients unclipped, the norm inf, and True.",

@@ -116,7 +116,7 @@ def _run_adam(fn, run):
 
 register(CodeExercise(
     key="10-adam-step",
-    refuses=(*guard.BACKWARD, "optim.Adam.step"),
+    refuses=(*guard.BACKWARD, "optim.Adam.step", "torch.optim"),
     question="Write one Adam step: update the running means m (of g) and v (of g²) with beta1 and beta2, correct both "
              "for having started at 0 (divide by 1 − betaᵗ), and move p by lr · m̂ / (√v̂ + eps). Return the new "
              "p, m, v.",
