@@ -3,6 +3,7 @@ the same cases every time, every entry of every axis taken, the course's solutio
 keep their inputs' dtype held to it, and tiny or huge values compared at their own scale. Each wrong version below,
 written as a learner writes it, passes the teaching cases alone and is refused by a drawn one."""
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,12 @@ from haaw.course.exercises.code import Case, CodeExercise
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.course.exercises.domain import AXES, DRAWN, HUGE, TINY, VALUES, Domain, sample
 
-CODE = {key: ex for key, ex in REGISTRY.items() if isinstance(ex, CodeExercise) and ex.domain is not None}
+CODE = {key: ex for key, ex in REGISTRY.items() if isinstance(ex, CodeExercise)}
+
+
+def test_every_code_exercise_declares_a_domain():
+    assert len(CODE) == 23
+    assert [key for key, ex in CODE.items() if ex.domain is None] == []
 
 
 @pytest.mark.parametrize("key", CODE)
@@ -104,6 +110,12 @@ def test_a_case_of_tiny_values_holds_each_output_to_its_own_size():
     assert not code_module._same(off, expected[0], ex.rtol, tiny_atol)
 
 
+def test_a_drawn_case_of_tiny_or_huge_values_is_scaled_unless_its_draw_says_otherwise():
+    cases = {c.detail: c for c in CODE["01-mul-local"].domain.cases("01-mul-local")}
+    assert any(c.scaled for c in cases.values()) and not all(c.scaled for c in cases.values())
+    assert not any(c.scaled for c in CODE["02-tanh-local"].domain.cases("02-tanh-local"))  # its draw says so
+
+
 def test_an_entry_that_nearly_cancels_in_a_huge_float32_output_may_be_off_by_rounding_at_the_output_s_scale():
     """Summed in another order, float32 numbers of a million are off by about 0.1: in an entry that cancels to 1 that
     is 10 % of it, and far over atol, but nothing at the output's own scale."""
@@ -143,12 +155,30 @@ def attention_backward_for_2d_or_4d(Q, K, V, mask, G):
     return dS @ K * scale, t(dS) @ Q * scale, t(P) @ G
 
 
+def unscale_and_clip_looking_at_the_first_and_last(grads, scale, max_norm):
+    grads = [g / scale for g in grads]
+    if not (np.isfinite(grads[0]).all() and np.isfinite(grads[-1]).all()):  # "the ends are where it shows"
+        return grads, float("inf"), True
+    norm = math.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads))
+    factor = min(1.0, max_norm / (norm + 1e-6))
+    return [g * factor for g in grads], norm, False
+
+
+def adam_step_with_pytorch_s_eps_typed_in(p, g, m, v, t, lr, beta1, beta2, eps):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    return p - lr * (m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + 1e-8), m, v  # 1e-8, not eps
+
+
 ONLY_DRAWN = [
     ("03-linear-backward", linear_backward_one_example_as_a_row, "1-D", "dX has shape (1, "),
     ("05-attention-backward", attention_backward_for_2d_or_4d, "3-D", "raised ValueError"),
+    ("07-unscale-then-clip", unscale_and_clip_looking_at_the_first_and_last, "in gradient 2 of 5", "found_inf"),
+    ("10-adam-step", adam_step_with_pytorch_s_eps_typed_in, "eps 0.001", "wrong values"),
 ]
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the learner's inf · 0
 @pytest.mark.parametrize("key, fn, drawn, said", ONLY_DRAWN, ids=[f[1].__name__ for f in ONLY_DRAWN])
 def test_what_the_teaching_cases_miss_a_drawn_case_refuses(monkeypatch, key, fn, drawn, said):
     feedback = check(key, fn)
@@ -192,6 +222,14 @@ def clip_grad_norm_by_an_np_factor(grads, max_norm):
     return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], float(norm)
 
 
+def unscale_and_clip_by_an_np_factor(grads, scale, max_norm):
+    grads = [g / scale for g in grads]
+    if not all(np.isfinite(g).all() for g in grads):
+        return grads, float("inf"), True
+    norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads))
+    return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], float(norm), False
+
+
 CHANGED_DTYPE = [
     ("03-unbroadcast", unbroadcast_summing_into_float64, "the result is float64, but the inputs are float32"),
     ("04-relu-backward", relu_backward_with_a_float_mask, "dx is float64, but the inputs are float32"),
@@ -200,6 +238,7 @@ CHANGED_DTYPE = [
     ("05-layer-norm-backward", layer_norm_backward_with_an_np_sqrt_of_eps, "dx is float64, but the inputs are float32"),
     ("04-clip-grad-norm", clip_grad_norm_by_an_np_factor,
      "the clipped gradients is float64, but the inputs are float32"),
+    ("07-unscale-then-clip", unscale_and_clip_by_an_np_factor, "the gradients is float64, but the inputs are float32"),
 ]
 
 

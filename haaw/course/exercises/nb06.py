@@ -12,6 +12,7 @@ from ...engine.graph import context
 from ...nn import Linear
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
+from .domain import DRAWN, Domain
 
 register(NumberExercise(
     key="06-adam-bytes",
@@ -345,6 +346,14 @@ class _KeepsTheOutputArray(CheckpointSegment):  # the same mistake with the bare
         return out.data
 
 
+def _draw_checkpoint(rng, pick):
+    """A segment of 1 to 5 layers of width 3 to 32 on a batch of the pick's count of rows: from one row, where an
+    array kept besides x is a few hundred bytes, to thousands of numbers, where keeping activations shows."""
+    width, depth = int(rng.integers(3, 33)), int(rng.integers(1, 6))
+    return Case(DRAWN, (width, depth, pick.count, int(rng.integers(10, 1000))),
+                detail=f"{depth} layers of width {width}, batch {pick.count}: x holds {width * pick.count:,} numbers")
+
+
 register(CodeExercise(
     key="06-checkpoint",
     refuses=("function.Checkpoint", "torch.autograd"),  # its backward runs the engine's backward, as PyTorch's does
@@ -363,6 +372,7 @@ register(CodeExercise(
                    Case("thousands of numbers", (32, 3, 160, 4), detail="width 32, batch 160: x holds 5,120 numbers")],
     outputs=("the output", "dL/dx", "the parameters' gradients", "bytes kept by the forward pass, besides x"),
     run=_run_checkpoint,
+    domain=Domain(_draw_checkpoint, counts=(1, 2, 64, 200)),
     diagnose=_what_was_kept,
     mistakes=[
         Mistake("a forward that records",
