@@ -106,15 +106,24 @@ def student_notebook(nb):
     return nb
 
 
+def course_notebooks(folder: Path, *, cores: bool = True, companions: bool = True) -> list[Path]:
+    """The course's notebooks in ``folder``, in course order: the setup check and the cores (``NN_name.ipynb``),
+    then the companions that go deeper (``deeper/NN_name_deeper.ipynb``), in their cores' order."""
+    found = sorted(folder.glob("[0-9][0-9]_*.ipynb")) if cores else []
+    return found + (sorted(folder.glob("deeper/[0-9][0-9]_*_deeper.ipynb")) if companions else [])
+
+
 def write_student_edition(out: Path, source: Path) -> list[Path]:
     import nbformat
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in sorted(source.glob("[0-9][0-9]_*.ipynb")):
+    for path in course_notebooks(source):
         nb = student_notebook(nbformat.read(path, as_version=4))
-        nbformat.write(nb, out / path.name)
-        written.append(out / path.name)
+        target = out / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, target)
+        written.append(target)
     return written
 
 

@@ -356,3 +356,33 @@ def test_02_at_a_tie_torch_maximum_splits_the_gradient():
     ta, tb = torch.tensor(1.0, requires_grad=True), torch.tensor(1.0, requires_grad=True)
     (torch.maximum(ta, tb) * 2).backward()
     assert (ta.grad.item(), tb.grad.item()) == (1.0, 1.0)
+
+
+def _charged(operation, *inputs):
+    """The (forward, backward) FLOPs that count_flops charges for operation(*tensors), each input (shape, needs grad)."""
+    from haaw import Tensor
+    from haaw.tools.flops import count_flops
+
+    rng = np.random.default_rng(0)
+    tensors = [Tensor(rng.standard_normal(shape), requires_grad=needs) for shape, needs in inputs]
+    with count_flops() as counter:
+        out = operation(*tensors)
+        out.backward(np.ones(out.shape))
+    return counter.total_forward, counter.total_backward
+
+
+def test_02_the_flop_counter_charges_an_entrywise_op_once_per_input_that_needs_a_gradient(stored_output):
+    A, W = (4, 5), (5, 3)
+    n = 4 * 5  # one FLOP per entry, forward
+    assert _charged(lambda p, q: p * q, (A, True), (A, True)) == (n, 2 * n)  # a·b: twice its forward, not once
+    assert _charged(lambda p, q: p * q, (A, True), (A, False)) == (n, n)
+    assert _charged(lambda p, q: p + q, (A, True), (A, True)) == (n, 2 * n)  # though add's backward does no arithmetic
+    assert _charged(lambda p, q: p / q, (A, True), (A, True)) == (n, 2 * n)  # though -g·a/b² takes more than one op
+    assert _charged(lambda p: p.tanh(), (A, True)) == (n, n)
+    assert _charged(lambda p: p.exp(), (A, True)) == (n, n)
+    product = 2 * 4 * 5 * 3  # (4, 5) @ (5, 3): 5 multiplies and 5 adds per output entry
+    assert _charged(lambda p, q: p @ q, (A, True), (W, True)) == (product, 2 * product)
+    assert _charged(lambda p, q: p @ q, (A, False), (W, True)) == (product, product)  # the first layer: data needs none
+    printed = stored_output("02", "def charged(")  # the companion's table says the same
+    ratios = [float(line.rsplit(" ", 1)[1]) for line in printed.splitlines() if "backward/forward" in line]
+    assert ratios == [2, 1, 2, 2, 1, 1, 2, 1]

@@ -77,13 +77,19 @@ def test_03_the_mlp_flop_table_and_the_ratio_climbing_toward_2():
     assert flops.forward["linear"] == layer_1 + layer_2 == 104_071_168
     assert flops.backward["linear"] == layer_1 + 2 * layer_2 + 256 * (256 + 10) == 105_449_984
     ratios = []
-    for hidden in (1, 4, 16):
+    for hidden in (1, 4, 16):  # the core's cell: backward from a random G at the outputs, no loss
         net = MLP([128] + [128] * hidden + [10], seed=0, dtype=np.float32)
         with count_flops() as flops:
-            F.cross_entropy(net(Tensor(np.ones((8, 128), dtype=np.float32))), np.zeros(8, dtype=int)).backward()
-        ratios.append(sum(flops.backward.values()) / sum(flops.forward.values()))
+            net(Tensor(np.ones((8, 128), dtype=np.float32))).backward(rng.standard_normal((8, 10)).astype(np.float32))
+        ratios.append(flops.total_backward / flops.total_forward)
     assert [f"{r:.2f}" for r in ratios] == ["1.08", "1.76", "1.94"]
     assert ratios[0] < ratios[1] < ratios[2] < 2
+    # the first layer pays once and every later one twice: the ratio is that mix, and climbs toward 2 with depth
+    for hidden, ratio in zip((1, 4, 16), ratios):
+        first, middle, last = 2 * 8 * 128 * 128, 2 * 8 * 128 * 128, 2 * 8 * 128 * 10
+        forward = first + (hidden - 1) * middle + last + 8 * 128 * hidden          # + the ReLUs
+        backward = first + 2 * ((hidden - 1) * middle + last) + 8 * (128 * hidden + 10) + 8 * 128 * hidden
+        assert ratio == pytest.approx(backward / forward, rel=1e-12)
 
 
 def test_03_the_softmax_cross_entropy_gradient_is_P_minus_Y_over_B():
@@ -370,3 +376,23 @@ def test_03_the_array_engine_s_max_splits_a_tie_equally():
     t = Tensor(np.array([1.0, 1.0, 0.0]), requires_grad=True)
     t.max().backward()
     assert t.grad.tolist() == [0.5, 0.5, 0.0]
+
+
+def test_03_training_keeps_weights_in_float32_while_the_matrix_products_run_in_16_bits():
+    """The log-sum-exp section: float32 is the format of the weights and the optimizer's update, and the matrix
+    products run in a 16-bit format (notebook 07's master weights), where exp overflows near 11."""
+    from haaw.amp import MasterWeights, StaticLossScaler
+
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    masters = MasterWeights([w], low="float16")           # the model's copy in float16, the master in float32
+    x = Tensor(rng.standard_normal((8, 4)).astype(np.float16))
+    y = x @ w
+    assert w.data.dtype == np.float16 and y.data.dtype == np.float16  # the product ran in 16 bits
+    scaler = StaticLossScaler(scale=1.0)
+    scaler.scale_loss(y.sum()).backward()
+    assert masters.step(scaler, lr=1e-3)
+    assert masters.master[0].dtype == np.float32 and w.data.dtype == np.float16
+    # why the master is float32: an update of 1e-4 to a weight of 1 is rounded away in float16, kept in float32
+    assert np.float16(1.0) + np.float16(1e-4) == np.float16(1.0)
+    assert np.float32(1.0) + np.float32(1e-4) != np.float32(1.0)

@@ -273,11 +273,10 @@ def test_the_values_come_first_where_the_dtype_is_not_what_made_them_wrong():
 
 def test_a_domain_without_keeps_dtype_holds_no_output_to_a_dtype():
     domain = Domain(lambda rng, pick: Case(DRAWN, (np.ones(2, dtype=np.float32),)), size=1)
-    ex = CodeExercise(key="a test's exercise", question="", signature="f(x) -> y", reference=lambda x: x * 2,
+    ex = CodeExercise(key="a test's exercise", minutes=4, question="", signature="f(x) -> y", reference=lambda x: x * 2,
                       cases=lambda: [Case("float32", (np.ones(3, dtype=np.float32),))], outputs=("y",), domain=domain)
-    REGISTRY.pop("a test's exercise", None)
     assert code_module.check_code(ex, lambda x: (x * 2).astype(np.float64)).status == CORRECT
-    held = CodeExercise(key="a test's exercise", question="", signature="f(x) -> y", reference=lambda x: x * 2,
+    held = CodeExercise(key="a test's exercise", minutes=4, question="", signature="f(x) -> y", reference=lambda x: x * 2,
                         cases=ex.cases, outputs=("y",), domain=Domain(domain.draw, size=1, keeps_dtype=("y",)))
     assert "y is float64, but the inputs are float32" in code_module.check_code(
         held, lambda x: (x * 2).astype(np.float64)).message

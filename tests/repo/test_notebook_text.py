@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from haaw.course.exercises import REGISTRY, check
+from haaw.course.editions import course_notebooks
 from haaw.course.exercises.code import CodeExercise
 from haaw.course.exercises.core import CORRECT, ArrayExercise, BugExercise, ChoiceExercise, _show
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = course_notebooks(Path(__file__).resolve().parents[2] / "notebooks")
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00")]  # 00 checks the setup: no lesson, no exercise
 ANSWER_KEYS = sorted(k for k, ex in REGISTRY.items() if not isinstance(ex, CodeExercise))
 
@@ -72,7 +73,7 @@ def prose(cell) -> str:
     return re.sub(r"\]\([^)]*\)", "]", cell.source)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_figure_in_the_prose_is_shown_by_a_cell(path):
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
@@ -101,7 +102,7 @@ def squash(text: str) -> str:
     return re.sub(r"[\s*`_]+", " ", text).strip().lower()
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_every_exercise_asks_its_question_on_the_page_and_is_stored_untouched(path):
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
@@ -126,7 +127,7 @@ def answer_forms(ex) -> list:
     return [_show(float(ex.answer))] + [str(f) for f in ex.forms]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_answer_is_printed_before_its_question(path):
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)

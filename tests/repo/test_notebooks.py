@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 
 from haaw.course.exercises import REGISTRY, NumberExercise
-from haaw.course.editions import student_notebook
+from haaw.course.editions import course_notebooks, student_notebook
 from haaw.course.exercises.code import CodeExercise
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = course_notebooks(Path(__file__).resolve().parents[2] / "notebooks")
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00")]  # 00 checks the setup: no lesson, no exercise
+CORES = [p for p in LESSONS if p.parent.name != "deeper"]
+COMPANIONS = [p for p in LESSONS if p.parent.name == "deeper"]
 
 
 def code_cells(nb):
@@ -32,19 +34,34 @@ def test_the_setup_check_says_ok_or_what_to_fix_on_every_line():
     assert sum(line.startswith("ok   ") for line in lines) >= 10
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_each_notebook_is_a_complete_lesson(path):
+@pytest.mark.parametrize("path", CORES, ids=lambda p: p.name)
+def test_each_core_is_a_complete_lesson(path):
+    """Goals first, exercises with one in code, an explorer, and a checkpoint that ends the lesson; after it, only
+    "Going deeper" (the companion's sections) or "Going further" (reading) may follow. How many exercises a core
+    holds, and how long it is, is tests/repo/test_cores.py's."""
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     text = "\n".join(c.source for c in nb.cells)
     assert "**You will learn**" in nb.cells[0].source
-    # the checkpoint ends the lesson; only a "Going further" section for a second reading may follow it
     last = next(i for i in range(len(nb.cells) - 1, -1, -1) if "## Checkpoint" in nb.cells[i].source)
-    assert last == len(nb.cells) - 1 or nb.cells[last + 1].source.startswith("## Going further")
+    after = nb.cells[last + 1:]
+    assert not after or after[0].source.startswith(("## Going deeper", "## Going further"))
+    headings = [h for c in after if c.cell_type == "markdown" for h in re.findall(r"^## (.+)$", c.source, re.M)]
+    assert all(h.startswith(("Going deeper", "Going further")) for h in headings), headings
     keys = re.findall(r"check\(\"([^\"]+)\"", text)
-    assert 3 <= len(keys) <= 8, "three to eight exercises"
-    assert any(isinstance(REGISTRY[k], CodeExercise) for k in keys), "at least one in code"
+    assert keys and any(isinstance(REGISTRY[k], CodeExercise) for k in keys), "exercises, at least one in code"
     assert "explorer" in text or "stepper" in text, "at least one interactive explorer"
+    assert "%matplotlib inline" in code_cells(nb)[0].source
+
+
+@pytest.mark.parametrize("path", COMPANIONS, ids=lambda p: p.name)
+def test_each_companion_says_what_it_assumes_and_links_back_to_its_core(path):
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(path, as_version=4)
+    first = nb.cells[0].source
+    core = path.name.replace("_deeper", "")
+    assert first.startswith(f"# {path.name[:2]}+ · "), "the title: '# NN+ · <the core's title>: going deeper'"
+    assert f"](../{core})" in first, f"the first cell links back to {core}"
     assert "%matplotlib inline" in code_cells(nb)[0].source
 
 

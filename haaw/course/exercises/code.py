@@ -75,6 +75,7 @@ class Mistake:
 class CodeExercise(Exercise):
     # question: what to write; check() repeats it while the exercise is not attempted
     signature: str  # "linear_backward(X, W, G) -> (dX, dW, db)"
+    minutes: int  # a learner's minutes to write it, by difficulty (4 to 30): the time model in scripts/measure_notebooks.py
     reference: Callable
     cases: Callable[[], list]  # builds the battery, list of Case
     mistakes: list = field(default_factory=list)
@@ -100,6 +101,8 @@ class CodeExercise(Exercise):
     def __post_init__(self):
         """The reference becomes refusable while a learner's function for this exercise runs, under every name it
         has: here, and in the module that defines it (as a decorator would have made it)."""
+        if not 4 <= self.minutes <= 30:
+            raise ValueError(f"{self.key}: a code exercise takes 4 to 30 minutes, not {self.minutes}")
         original, name = self.reference, f"reference {self.key}"
         what = f"the course's own {getattr(original, '__name__', 'solution')} (the answer to {self.key})"
         if isinstance(original, type):  # a class: subclassing it is caught by the engine class it rebuilds

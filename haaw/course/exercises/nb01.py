@@ -193,6 +193,7 @@ def draws_two_numbers(rng, pick):
 
 register(CodeExercise(
     key="01-mul-local",
+    minutes=4,
     question="Write the scalar engine's multiplication: return a·b and its two local derivatives, "
              "d(a·b)/da and d(a·b)/db.",
     signature="mul_local(a, b) -> (a·b, (d/da, d/db))",
@@ -267,6 +268,7 @@ def _draw_pow(rng, pick):
 
 register(CodeExercise(
     key="01-pow-local",
+    minutes=6,
     question="Write the scalar engine's power with a plain-number exponent n: return aⁿ and its local "
              "derivative d(aⁿ)/da.",
     signature="pow_local(a, n) -> (aⁿ, (d/da,))",

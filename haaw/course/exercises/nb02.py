@@ -89,6 +89,7 @@ def exp_local(a):
 
 register(CodeExercise(
     key="02-add-local",
+    minutes=4,
     question="Write the scalar engine's addition: return a+b and its two local derivatives, "
              "d(a+b)/da and d(a+b)/db.",
     signature="add_local(a, b) -> (a+b, (d/da, d/db))",
@@ -147,6 +148,7 @@ def _draw_exp(rng, pick):
 
 register(CodeExercise(
     key="02-tanh-local",
+    minutes=5,
     question="Write the scalar engine's tanh: return tanh(a) and its local derivative d(tanh a)/da, "
              "written with the output t = tanh(a) as 1 − t².",
     signature="tanh_local(a) -> (tanh a, (d/da,))",
@@ -195,6 +197,7 @@ register(CodeExercise(
 
 register(CodeExercise(
     key="02-exp-local",
+    minutes=4,
     question="Write the scalar engine's exp: return eᵃ and its local derivative d(eᵃ)/da.",
     signature="exp_local(a) -> (eᵃ, (d/da,))",
     reference=exp_local,
@@ -489,6 +492,7 @@ def _grads(fn, build):
 
 register(CodeExercise(
     key="02-backward",
+    minutes=25,
     refuses=guard.BACKWARD,  # root.backward(), autograd.backward and topological_order among them
     question="Write backward(root) for the scalar engine: put every node root depends on in topological order "
              "(each after its parents; use a loop, not recursion), set root.grad = 1, then walk the order backwards "

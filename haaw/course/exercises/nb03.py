@@ -129,6 +129,7 @@ def _draw_linear(rng, pick):
 
 register(CodeExercise(
     key="03-linear-backward",
+    minutes=15,
     question="Y = XW + b: given X, W and G = dL/dY, return (dL/dX, dL/dW, dL/db), each with the shape of "
              "what it is the gradient of.",
     signature="linear_backward(X, W, G) -> (dX, dW, db)",
@@ -217,6 +218,7 @@ def _draw_unbroadcast(rng, pick):
 
 register(CodeExercise(
     key="03-unbroadcast",
+    minutes=15,
     refuses=(*guard.BACKWARD, "ops.unbroadcast"),
     question="Broadcasting stretched an input of shape `shape` to the shape of g. Return g summed down to `shape`: "
              "over the axes broadcasting added in front, and over the axes that were 1.",
@@ -353,6 +355,7 @@ def _draw_cross_entropy(rng, pick):
 
 register(CodeExercise(
     key="03-cross-entropy",
+    minutes=20,
     refuses=(*guard.BACKWARD, "nn.cross_entropy"),
     question="Given logits of shape (B, C) and class ids targets of shape (B,), return (loss, dL/dlogits): the mean "
              "cross-entropy over the B rows, computed without overflow, and its gradient.",

@@ -102,6 +102,7 @@ _ACTIVATIONS = dict(ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=
 
 register(CodeExercise(
     key="04-tanh-backward",
+    minutes=6,
     question="Write tanh's backward: given its output y = tanh(x) (what the forward pass kept) and G = dL/dy, "
              "return dL/dx.",
     signature="tanh_backward(y, G) -> dx",
@@ -145,6 +146,7 @@ def _relu_cases():
 
 register(CodeExercise(
     key="04-relu-backward",
+    minutes=6,
     question="Write ReLU's backward: given its output y = max(x, 0) and G = dL/dy, return dL/dx.",
     signature="relu_backward(y, G) -> dx",
     reference=relu_backward,
@@ -202,6 +204,7 @@ def _draw_init(rng, pick):
 
 register(CodeExercise(
     key="04-init-std",
+    minutes=10,
     question="Write the standard deviation to draw a layer's weights from so that the layer keeps the mean square "
              "of its input: variance 1/fan-in for a linear layer, 2/fan-in for a layer followed by a ReLU. "
              "W has haaw's layout (fan-in, fan-out).",
@@ -311,6 +314,7 @@ def _draw_clip(rng, pick):
 
 register(CodeExercise(
     key="04-clip-grad-norm",
+    minutes=10,
     refuses=(*guard.BACKWARD, "nn.clip_grad_norm_", "torch.clip_grad_norm_"),
     question="Clip by global norm: treat all the gradients as one long vector; if its norm is above max_norm, scale "
              "every gradient by the same factor so that the norm becomes max_norm. Return the clipped list and the "

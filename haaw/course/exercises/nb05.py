@@ -151,6 +151,7 @@ def _draw_softmax(rng, pick):
 
 register(CodeExercise(
     key="05-softmax-backward",
+    minutes=15,
     question="Write softmax's backward in vector form: given s = softmax(z) along the last axis and G = dL/ds, "
              "return dL/dz = s ⊙ (G − ⟨G, s⟩), the inner product taken row by row. Do not build the Jacobian.",
     signature="softmax_backward(s, G) -> dz",
@@ -288,6 +289,7 @@ def _draw_attention(rng, pick):
 
 register(CodeExercise(
     key="05-attention-backward",
+    minutes=30,
     question="Write attention's backward: O = P V with P = softmax(S) row by row and S = Q Kᵀ / √d_k, where masked "
              "entries (mask False) get weight 0 and a fully masked query gets output 0. Given G = dL/dO, return "
              "(dL/dQ, dL/dK, dL/dV). Arrays may have leading batch and head axes.",
@@ -424,6 +426,7 @@ def _draw_layer_norm(rng, pick):
 
 register(CodeExercise(
     key="05-layer-norm-backward",
+    minutes=25,
     question="Write LayerNorm's backward over the last axis: y = x̂ · weight + bias with x̂ = (x − μ)/σ, μ the mean "
              "and σ = √(variance + eps) of each row (the variance divided by n). Given G = dL/dy, return (dL/dx, "
              "dL/dweight, dL/dbias). x and G may have any leading batch axes; weight has one entry per feature.",

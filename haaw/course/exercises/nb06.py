@@ -356,6 +356,7 @@ def _draw_checkpoint(rng, pick):
 
 register(CodeExercise(
     key="06-checkpoint",
+    minutes=25,
     refuses=("function.Checkpoint", "torch.autograd"),  # its backward runs the engine's backward, as PyTorch's does
     question="Write checkpointing as a custom operation: CheckpointSegment.apply(fn, x) returns fn(x), but its forward "
              "runs fn without recording anything and keeps only what backward needs, fn and x (no array but x); its "

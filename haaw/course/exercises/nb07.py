@@ -195,6 +195,7 @@ def _where_the_scale_stops(fn, pattern) -> str:
 
 register(CodeExercise(
     key="07-update-scale",
+    minutes=12,
     refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update", "torch.amp.GradScaler"),
     question="Write a dynamic loss scaler's update, as torch.amp.GradScaler does it: on an overflow (found_inf), "
              "multiply the scale by backoff_factor and restart the count of clean steps; otherwise count one more "
@@ -353,6 +354,7 @@ def _what_went_wrong(fn, grads, scale, max_norm) -> str:
 
 register(CodeExercise(
     key="07-unscale-then-clip",
+    minutes=15,
     refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_", "torch.clip_grad_norm_",
              "torch.amp.GradScaler"),
     question="The gradients were computed from the loss times `scale`. Divide them by the scale first, then clip "

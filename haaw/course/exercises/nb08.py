@@ -198,6 +198,7 @@ def _audit_says(reduce, lengths, pad_to, seed):
 
 register(CodeExercise(
     key="08-repair-step",
+    minutes=15,
     refuses=(*guard.BACKWARD, "course.masked_mean"),
     question="Repair buggy_loss: given the loss of every position (batch × positions, padding included) and the "
              "mask (1 = real token, 0 = padding), return the mean loss per real token. The audit should then pass, "

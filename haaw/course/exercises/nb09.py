@@ -241,6 +241,7 @@ def _no_ring(buffers, send):
 
 register(CodeExercise(
     key="09-ring-all-reduce",
+    minutes=30,
     refuses=(*guard.BACKWARD, "course.ring_all_reduce", "course.ring"),
     question="Write a ring all-reduce: split each worker's buffer into N chunks; reduce-scatter (N − 1 steps: every "
              "worker sends one chunk to its right-hand neighbour, which adds it to its own), then all-gather "
@@ -330,6 +331,7 @@ def _draw_accumulation(rng, pick):
 
 register(CodeExercise(
     key="09-token-weighted",
+    minutes=10,
     question="Accumulation over microbatches that hold different numbers of real tokens: write the loss of one "
              "microbatch so that the gradients summed over all microbatches equal one big batch's gradient of the "
              "mean loss per real token. `total_tokens` is the number of real tokens in the whole batch.",

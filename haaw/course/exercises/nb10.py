@@ -135,6 +135,7 @@ def _draw_adam(rng, pick):
 
 register(CodeExercise(
     key="10-adam-step",
+    minutes=15,
     refuses=(*guard.BACKWARD, "optim.Adam.step", "torch.optim"),
     question="Write one Adam step: update the running means m (of g) and v (of g²) with beta1 and beta2, correct both "
              "for having started at 0 (divide by 1 − betaᵗ), and move p by lr · m̂ / (√v̂ + eps). Return the new "
