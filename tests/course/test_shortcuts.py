@@ -211,6 +211,10 @@ def clip_grad_norm_by_torch(grads, max_norm):
     return [p.grad.numpy() for p in params], float(norm)
 
 
+def unscale_and_clip_by_torch(grads, scale, max_norm):
+    return (*clip_grad_norm_by_torch([g / scale for g in grads], max_norm), False)
+
+
 def update_scale_by_torch_kernel(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
     torch = pytest.importorskip("torch")
     s, n = torch.tensor([float(scale)]), torch.tensor([int(good_steps)], dtype=torch.int32)
@@ -219,27 +223,35 @@ def update_scale_by_torch_kernel(scale, good_steps, found_inf, growth_factor, ba
     return s.item(), int(n.item())
 
 
+# torch.func's first use sets up its transforms, and torch.optim's first step imports torch._dynamo: 2 to 3 s each,
+# so the tests that call them are in the slow tier (docs/testing.md), the others in the everyday loop
+SETS_UP = pytest.mark.slow
+
+
+def _shortcut(key, fn, called, args, sets_up=False):
+    return pytest.param(key, fn, called, args, id=f"{key}-{fn.__name__}", marks=[SETS_UP] if sets_up else [])
+
+
 TORCH_SHORTCUTS = [
-    ("05-softmax-backward", softmax_backward_by_torch_func, "PyTorch's function transforms",
-     (np.array([0.2, 0.3, 0.5]), np.array([1.0, 0.0, 2.0]))),
-    ("05-softmax-backward", softmax_backward_by_autograd_functional, "PyTorch's autograd",
-     (np.array([0.2, 0.3, 0.5]), np.array([1.0, 0.0, 2.0]))),
-    ("04-tanh-backward", tanh_backward_by_torch_func_grad, "PyTorch's function transforms",
-     (np.tanh(np.array([0.5, -1.0])), np.array([1.0, 2.0]))),
-    ("04-tanh-backward", tanh_backward_with_gradients_switched_back_on, "PyTorch's autograd",
-     (np.tanh(np.array([0.5, -1.0])), np.array([1.0, 2.0]))),
-    ("10-adam-step", adam_step_by_torch_optim, "PyTorch's optimizers",
-     (np.array([1.0, -2.0]), np.array([0.5, 0.25]), np.array([0.1, 0.0]), np.array([0.01, 0.02]), 3, 0.1, 0.9, 0.999,
-      1e-8)),
-    ("04-clip-grad-norm", clip_grad_norm_by_torch, "PyTorch's clip_grad_norm_", ([np.array([3.0, 4.0])], 1.0)),
-    ("07-unscale-then-clip", lambda grads, scale, max_norm: (*clip_grad_norm_by_torch([g / scale for g in grads],
-                                                                                       max_norm), False),
-     "PyTorch's clip_grad_norm_", ([np.array([3.0, 4.0])], 2.0, 1.0)),
-    ("07-update-scale", update_scale_by_torch_kernel, "PyTorch's GradScaler", (1024.0, 1, False, 2.0, 0.5, 2)),
+    _shortcut("05-softmax-backward", softmax_backward_by_torch_func, "PyTorch's function transforms",
+              (np.array([0.2, 0.3, 0.5]), np.array([1.0, 0.0, 2.0])), sets_up=True),
+    _shortcut("05-softmax-backward", softmax_backward_by_autograd_functional, "PyTorch's autograd",
+              (np.array([0.2, 0.3, 0.5]), np.array([1.0, 0.0, 2.0]))),
+    _shortcut("04-tanh-backward", tanh_backward_by_torch_func_grad, "PyTorch's function transforms",
+              (np.tanh(np.array([0.5, -1.0])), np.array([1.0, 2.0])), sets_up=True),
+    _shortcut("04-tanh-backward", tanh_backward_with_gradients_switched_back_on, "PyTorch's autograd",
+              (np.tanh(np.array([0.5, -1.0])), np.array([1.0, 2.0]))),
+    _shortcut("10-adam-step", adam_step_by_torch_optim, "PyTorch's optimizers",
+              (np.array([1.0, -2.0]), np.array([0.5, 0.25]), np.array([0.1, 0.0]), np.array([0.01, 0.02]), 3, 0.1,
+               0.9, 0.999, 1e-8), sets_up=True),
+    _shortcut("04-clip-grad-norm", clip_grad_norm_by_torch, "PyTorch's clip_grad_norm_", ([np.array([3.0, 4.0])], 1.0)),
+    _shortcut("07-unscale-then-clip", unscale_and_clip_by_torch, "PyTorch's clip_grad_norm_",
+              ([np.array([3.0, 4.0])], 2.0, 1.0)),
+    _shortcut("07-update-scale", update_scale_by_torch_kernel, "PyTorch's GradScaler", (1024.0, 1, False, 2.0, 0.5, 2)),
 ]
 
 
-@pytest.mark.parametrize("key, fn, called, args", TORCH_SHORTCUTS, ids=[f"{s[0]}-{s[1].__name__}" for s in TORCH_SHORTCUTS])
+@pytest.mark.parametrize("key, fn, called, args", TORCH_SHORTCUTS)
 def test_pytorch_s_own_version_is_refused_by_name(key, fn, called, args):
     """Each computes the right numbers when it runs outside a check (the reference says so), and check refuses it,
     naming what it called."""
@@ -265,6 +277,7 @@ def test_pytorch_s_own_version_is_refused_by_name(key, fn, called, args):
     assert not passed(key, fn)
 
 
+@SETS_UP
 def test_torch_s_own_versions_in_the_engine_s_slot_stop_with_the_message():
     pytest.importorskip("torch")
     with pytest.raises(guard.ShortcutRefused, match="it calls PyTorch's function transforms"):
@@ -275,6 +288,7 @@ def test_torch_s_own_versions_in_the_engine_s_slot_stop_with_the_message():
             _adam()
 
 
+@SETS_UP
 def test_another_thread_s_torch_is_untouched_while_a_check_refuses_it():
     """The mode that refuses PyTorch's versions is the checking thread's alone, as PyTorch's no_grad is."""
     torch = pytest.importorskip("torch")
