@@ -518,7 +518,7 @@ register(CodeExercise(
                              "take hundreds of millions of comparisons")],
     outputs=("the gradients",),
     run=_grads,
-    domain=Domain(_draw_graph, values=("near", "far"), counts=(6, 40, 200, 1100)),
+    domain=Domain(_draw_graph, values=("near", "far"), counts=(5, 30, 120, 400)),
     slot="backward",
     too_slow="it did not finish; the 10,000-node chain is the longest case. Either the loop never ends (a stack "
              "that is looked at with stack[-1] but never popped never empties) or each step is slow (`in` on a list "
