@@ -2,9 +2,9 @@
 import numpy as np
 
 from ...engine import guard
-from ...engine.plugins import read_only
-from .code import Case, CodeExercise, LearnerError, Mistake
+from .code import Case, CodeExercise, Mistake
 from .core import ArrayExercise, NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, leading, sample
 
 # Small integers, so the products can be done by hand; B = 4 examples, n = 3 inputs, m = 2 outputs.
 X = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [2.0, 0.0, 1.0], [1.0, -1.0, 1.0]])
@@ -82,42 +82,6 @@ register(NumberExercise(
 # --- code exercises ---------------------------------------------------------------------------------
 
 
-def _dtype_of(item):
-    """The NumPy dtype of a returned value (an array, a NumPy number, a haaw or torch tensor), or None."""
-    dtype = getattr(item, "dtype", None)
-    if dtype is None:
-        return None
-    try:
-        return np.dtype(str(dtype).removeprefix("torch."))
-    except TypeError:  # a format NumPy does not have (torch's bfloat16): the comparison of values speaks
-        return None
-
-
-def keeping_the_dtype(outputs):
-    """``run(fn, *args)`` for an exercise whose gradients keep their inputs' dtype: ``fn`` on read-only copies of the
-    arguments, as by default, and then an output of another floating-point dtype than the inputs' (when they share
-    one) is refused, with what to look for. The values alone cannot show it: a float64 result of float32 inputs is
-    as close to the expected numbers as float32's tolerance asks, and it would then run, silently, in float64
-    through an engine that trains in float32."""
-    def run(fn, *args):
-        result = fn(*(read_only(a, copy=True) for a in args))
-        given = {a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"}
-        items = result if isinstance(result, (tuple, list)) and len(result) == len(outputs) else ()
-        if len(given) == 1:
-            (dtype,) = given
-            for name, item in zip(outputs, items):
-                got = _dtype_of(item)
-                if got is not None and got.kind == "f" and got != dtype:
-                    raise LearnerError(
-                        f"{name} is {got}, but the inputs are {dtype}: a gradient keeps the dtype of its inputs, so "
-                        f"{name} must be {dtype} too. Something in your code made it {got}: an array made without "
-                        f"a dtype (np.zeros(shape) is float64; np.zeros_like(...) keeps the dtype), a NumPy float64 "
-                        f"number as a factor (np.sqrt(d) or np.float64(...); a Python float such as d ** -0.5 keeps "
-                        f"the dtype), or .astype(float) or dtype=np.float64")
-        return result
-    return run
-
-
 def linear_backward(X, W, G):
     """Y = XW + b, and G = dL/dY. Return dL/dX, dL/dW and dL/db."""
     dX = G @ W.T                       # each input row reaches every output through W
@@ -152,6 +116,17 @@ def _linear_cases():
     return cases
 
 
+def _draw_linear(rng, pick):
+    """X of the pick's rank (1-D: one example; more: leading batch axes), the pick's values in X or in G."""
+    n, m = (int(k) for k in rng.integers(1, 7, 2))
+    lead = leading(rng, pick.rank - 1)
+    where = "X" if rng.random() < 0.5 else "G"
+    X = sample(rng, (*lead, n), pick.values if where == "X" else "mixed", pick.dtype)
+    G = sample(rng, (*lead, m), pick.values if where == "G" else "mixed", pick.dtype)
+    return Case(DRAWN, (X, sample(rng, (n, m), "mixed", pick.dtype), G),
+                detail=f"{pick.said()} in {where}, X {X.shape} @ W {(n, m)}")
+
+
 register(CodeExercise(
     key="03-linear-backward",
     minutes=15,
@@ -161,7 +136,8 @@ register(CodeExercise(
     reference=linear_backward,
     cases=_linear_cases,
     outputs=("dX", "dW", "db"),
-    run=keeping_the_dtype(("dX", "dW", "db")),
+    domain=Domain(_draw_linear, ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("dX", "dW", "db"), size=8),
     slot="linear",
     mistakes=[
         Mistake("the transpose on the wrong side",
@@ -230,6 +206,16 @@ def _unbroadcast_cases():
     return cases
 
 
+def _draw_unbroadcast(rng, pick):
+    """g of the pick's rank (axes of 1 to 4), and a shape it was broadcast from: some leading axes dropped, some of
+    the others 1."""
+    full = leading(rng, pick.rank)
+    kept = full[int(rng.integers(0, len(full) + 1)):]
+    shape = tuple(1 if rng.random() < 0.5 else n for n in kept)
+    return Case(DRAWN, (sample(rng, full, pick.values, pick.dtype), shape),
+                detail=f"{pick.said()}, {full} down to {shape}")
+
+
 register(CodeExercise(
     key="03-unbroadcast",
     minutes=15,
@@ -240,6 +226,8 @@ register(CodeExercise(
     reference=unbroadcast,
     cases=_unbroadcast_cases,
     outputs=("the result",),
+    domain=Domain(_draw_unbroadcast, ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("the result",), size=8),
     slot="unbroadcast",
     mistakes=[
         Mistake("summing only the added leading axes",
@@ -357,6 +345,14 @@ def _cross_entropy_cases():
     return cases
 
 
+def _draw_cross_entropy(rng, pick):
+    """B = the pick's count of rows (the mean's denominator), C classes, logits of the pick's values."""
+    B, C = pick.count, int(rng.choice([1, 2, 3, 7, 12]))
+    targets = rng.integers(0, C, B).astype(np.int32 if rng.random() < 0.5 else np.int64)
+    return Case(DRAWN, (sample(rng, (B, C), pick.values, pick.dtype), targets),
+                detail=f"{pick.said()}, B = {B}, C = {C}, {targets.dtype} targets")
+
+
 register(CodeExercise(
     key="03-cross-entropy",
     minutes=20,
@@ -367,6 +363,9 @@ register(CodeExercise(
     reference=cross_entropy_forward_backward,
     cases=_cross_entropy_cases,
     outputs=("loss", "dlogits"),
+    # no keeps_dtype: nothing here promises it, and a one-hot made as np.eye(C)[targets] (float64) is right
+    domain=Domain(_draw_cross_entropy, dtypes=(np.float64, np.float32), values=VALUES, counts=(1, 2, 5, 16, 33),
+                  size=8),
     slot="cross_entropy",
     mistakes=[
         Mistake("the gradient without the 1/B",
