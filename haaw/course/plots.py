@@ -33,8 +33,8 @@ def plot_tangent_step(w: float = 2.0, x: float = 3.0, lr: float = 0.01, ax=None)
     ax.text((w + s.w_new) / 2, 0.11 * top, "step −η·dL/dw", ha="center", fontsize=SMALLEST_TEXT, color=P[2])
     for at, height in ((w, s.loss), (s.w_new, s.loss_new)):
         ax.plot([at, at], [0, height], ls=":", color="0.6", lw=1)
-    ax.plot([s.w_new], [s.loss_new], "o", color=P[2],
-            label=f"after one step: w = {s.w_new:.3g}, L = {s.loss_new:.3g}")
+    # no numbers in the legend: at the defaults they are the answer to notebook 01's exercise 4
+    ax.plot([s.w_new], [s.loss_new], "o", color=P[2], label="after one step")
     ax.set(xlabel="w", ylabel="L", ylim=(-0.05 * top, top), xlim=(-span, span))
     ax.axhline(0, color="0.8", lw=0.8)
     ax.legend(loc="upper center", fontsize=SMALLEST_TEXT, frameon=False)
@@ -94,16 +94,20 @@ def plot_decision_boundary(model, points, labels, ax=None, title=""):
     return ax
 
 
-def plot_gradient_norms(curves: dict, ax=None, title: str = ""):
-    """Gradient norm reaching each layer's input, one line per setting, on a log scale."""
+def plot_gradient_norms(curves: dict, ax=None, title: str = "", legend: bool = True):
+    """Gradient norm reaching each layer's input, one line per setting, on a log scale.
+
+    With more than one line, the legend goes outside the axes, to the right, where it cannot cover a line
+    (``legend=False`` leaves it out, for all but one panel of a row that shares one)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.4))
+        _, ax = plt.subplots(figsize=(8, 3.4))
     for name, norms in curves.items():
         ax.semilogy(np.arange(len(norms)), norms, label=name)
     ax.set(xlabel="layer (0 = input end)", ylabel="‖dL/d(layer input)‖", title=title)
-    ax.legend(frameon=False, fontsize=SMALLEST_TEXT)
+    if legend and len(curves) > 1:
+        ax.legend(frameon=False, fontsize=SMALLEST_TEXT, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax
 
 

@@ -147,14 +147,16 @@ def test_08_the_repair_exercise_s_step_fails_the_audit_and_the_reference_passes(
     assert audit(make_model(), token_losses, per_token_loss, padded_batch()).ok
 
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_what_can_go_wrong.ipynb"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CORE, COMPANION = NOTEBOOKS / "08_what_can_go_wrong.ipynb", NOTEBOOKS / "deeper" / "08_what_can_go_wrong_deeper.ipynb"
 LISTINGS = {"08-bug-a": "def loss_a(", "08-bug-b": "def loss_b(", "08-bug-c": "def train_step_c("}
 
 
 def _listing(key):
-    """The notebook's own cell for exercise ``key``: (its numbered lines {number: code}, the function it defines)."""
+    """The notebook's own cell for exercise ``key`` (in the core or its companion): (its numbered lines
+    {number: code}, the function it defines)."""
     nbformat = pytest.importorskip("nbformat")
-    source = next(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells
+    source = next(c.source for path in (CORE, COMPANION) for c in nbformat.read(path, as_version=4).cells
                   if c.cell_type == "code" and c.source.startswith(LISTINGS[key]))
     numbered = {}
     for line in source.splitlines()[1:]:
@@ -408,3 +410,48 @@ def test_08_pytorch_catches_a_step_before_backward_only_for_a_weight_that_backwa
     with torch.no_grad():
         bias_only.bias.add_(1.0)
     loss.backward()                                   # a bias is never saved: never caught
+
+
+def _loss_after_training(reduction, pad_to, steps=20, lr=0.5):
+    model = make_model()
+    optimizer = SGD(model.parameters(), lr=lr)
+    inputs, targets, mask = padded_batch(pad_to=pad_to)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        reduction(token_losses(model, inputs, targets), mask).backward()
+        optimizer.step()
+    return masked_mean(token_losses(model, inputs, targets), mask).item()
+
+
+def test_08_the_repaired_step_trains_alike_whatever_the_padding_and_section_1_s_bug_does_not(stored_output):
+    repaired = [_loss_after_training(per_token_loss, pad_to) for pad_to in (6, 12)]
+    bug = [_loss_after_training(mean_over_padded, pad_to) for pad_to in (6, 12)]
+    assert repaired[0] == pytest.approx(repaired[1], rel=1e-12)
+    assert repaired[0] < bug[0] < bug[1]  # the bug's steps shrink as padding grows: it learns less, and less again
+    printed = stored_output("08", "def loss_after_training(")
+    numbers = {label: [float(v) for v in re.findall(r"to 1?[26] (\d\.\d{4})", line)]
+               for line in printed.splitlines() for label in ("the repaired step", "section 1's bug")
+               if line.startswith(label)}
+    assert numbers["the repaired step"] == [round(v, 4) for v in repaired]
+    assert numbers["section 1's bug"] == [round(v, 4) for v in bug]
+
+
+def test_08_adam_s_first_step_barely_changes_with_four_times_the_gradient_sgd_s_is_four_times(stored_output):
+    from haaw.optim import Adam
+
+    inputs, targets, mask = padded_batch()
+
+    def first_step(optimizer_class, scale):
+        model = make_model()
+        optimizer = optimizer_class(model.parameters(), lr=0.01)
+        start = model.parameters()[0].data.copy()
+        optimizer.zero_grad()
+        (masked_mean(token_losses(model, inputs, targets), mask) * scale).backward()
+        optimizer.step()
+        return np.linalg.norm(model.parameters()[0].data - start)
+
+    assert first_step(SGD, 4) / first_step(SGD, 1) == pytest.approx(4, rel=1e-9)
+    assert first_step(Adam, 4) / first_step(Adam, 1) == pytest.approx(1, abs=1e-4)  # only eps tells them apart
+    printed = stored_output("08", "def first_step(")
+    assert "SGD : the step with 4 × the gradient is 4.000 times" in printed
+    assert "Adam: the step with 4 × the gradient is 1.000 times" in printed

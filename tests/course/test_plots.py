@@ -54,3 +54,24 @@ def test_the_block_diagram_draws_each_residual_sum_as_a_plus_where_its_two_input
     assert at["Attn"] > pluses[0] > at["x + Attn"] and at["FFN"] > pluses[1] > at["out"]
     for y in pluses:  # two arrows end at each +: the branch's and the residual path's
         assert sum(np.allclose(end, (0, y)) for end in ends) == 2
+
+
+def test_gradient_norms_put_their_legend_beside_the_lines_not_over_them():
+    """Notebook 04's stacks: several lines fill the axes from end to end, so a legend inside covers one of them."""
+    import matplotlib.pyplot as plt
+
+    from haaw.course.plots import plot_gradient_norms
+
+    curves = {name: np.geomspace(1e-1, 1e3, 50) * k for k, name in enumerate(("plain", "residual", "both"), 1)}
+    fig, (left, right) = plt.subplots(1, 2)
+    try:
+        plot_gradient_norms(curves, ax=left, legend=False)
+        plot_gradient_norms(curves, ax=right)
+        fig.canvas.draw()
+        box, axes = right.get_legend().get_window_extent(), right.get_window_extent()
+        assert left.get_legend() is None and box.x0 >= axes.x1  # outside, to the right of the axes
+        assert [t.get_text() for t in right.get_legend().get_texts()] == list(curves)
+        plot_gradient_norms({"this setting": curves["plain"]}, ax=left)  # one line (the explorer): no legend
+        assert left.get_legend() is None
+    finally:
+        plt.close(fig)

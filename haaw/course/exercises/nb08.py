@@ -7,7 +7,7 @@ from ...engine.plugins import read_only
 from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import BugExercise, register
 
-# What can go wrong in a few lines of training code, as sections 1 to 9 of the notebook taught it: the menu every
+# What can go wrong in a few lines of training code, as sections 1 to 7 of core 08 teach it: the menu every
 # "find the bug" answer picks its explanation from (the key, then other words a learner may use for it).
 EXPLANATIONS = {
     "per example": ("per sequence", "mean per example", "loss per example", "mean per sequence", "per sequence mean",
@@ -25,8 +25,9 @@ NO_MICROBATCHES = "there are no microbatches here: one reduction of one batch."
 NO_GRAD = "a reduction computes one number from the losses; it never reads or writes .grad."
 NO_INPLACE = "every line makes a new tensor; nothing is changed in place."
 
-# The pieces as the notebook shows them (tests/claims/test_claims_nb08.py runs the notebook's own cells and checks
-# that each line number below is the line so numbered there, and that each bug has the effect its solution states).
+# The pieces as the notebooks show them, 08-bug-c in core 08 and 08-bug-a and 08-bug-b in its companion
+# (tests/claims/test_claims_nb08.py runs the notebooks' own cells and checks that each line number below is the
+# line so numbered there, and that each bug has the effect its solution states).
 register(BugExercise(
     key="08-bug-a",
     question="loss_a: which line holds the bug, and what does it do?",
@@ -52,7 +53,7 @@ register(BugExercise(
     hints=("Each line is meant to serve one goal, the mean loss per real token. Check every line against it, the "
            "last one most carefully.",
            "Work out how much one real token weighs in the result, in a 2-token sequence and in a 6-token one "
-           "(section 2)."),
+           "(core 08, section 2)."),
     solution="(4, 'per example'). Line 4 divides each sequence's summed loss by its own length and then averages the "
              "sequences: a mean per example, in which a token of the 2-token sequence weighs three times as much as "
              "one of the 6-token sequence. Lines 1 to 3 are right; the fix is on line 4: "

@@ -260,11 +260,17 @@ register(CodeExercise(
                 "an all-reduce sums; dividing by N (to average over workers) is a separate choice, made outside.",
                 _ring_variant(average=True)),
     ],
-    hints=("Keep chunks[i][c]: worker i's copy of chunk c. In reduce-scatter step s, worker i sends chunk (i − s) "
-           "mod N: outgoing = [chunks[i][(i - s) % n] for i in range(n)]. Worker i receives its left neighbour's "
-           "chunk, (i − 1 − s) mod N, and adds it to its own copy.",
-           "After N − 1 steps worker i holds the full sum of chunk (i + 1) mod N. In all-gather step s, worker i "
-           "sends chunk (i + 1 − s) mod N; the receiver, worker i + 1, replaces its copy of that chunk."),
+    hints=("Work it out on the trace of three workers first. Keep chunks[i][c], worker i's copy of chunk c. In "
+           "each reduce-scatter step two indices matter for worker i: the chunk it sends, and the chunk it adds "
+           "what it received to (the one its left-hand neighbour sent). Read both off the trace for steps 1 and 2, "
+           "for every worker, then write each as an expression in i and step, modulo n.",
+           "Reduce-scatter: in the first step (step = 0) worker i sends the chunk with its own number, i; in each "
+           "later step it passes on the chunk it has just added to, one number lower: chunk (i − step) mod n. It "
+           "receives its left neighbour's chunk, (i − 1 − step) mod n, and adds it to its own copy of that chunk.",
+           "After the reduce-scatter, worker i holds the finished sum of chunk (i + 1) mod n (in the trace, worker 0 "
+           "holds B012). All-gather: worker i sends that chunk first, then each step the one it has just received: "
+           "chunk (i + 1 − step) mod n. The receiver replaces its copy of that chunk, (i − step) mod n, instead of "
+           "adding to it."),
 ))
 
 
