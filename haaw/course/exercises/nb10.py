@@ -50,6 +50,31 @@ register(ChoiceExercise(
              "forward pass", "optimizer", "optimiser step"),
 ))
 
+register(ChoiceExercise(
+    key="10-noisy-adam-step",
+    question="A weight's gradient is +1 or −1 at random, with equal chance, at every step of a long run. Adam moves "
+             "it by lr · |m̂| / (√v̂ + eps) at each step: about what share of lr is that: \"all of it\", \"half\" or "
+             "\"a fifth\"?",
+    answer=("a fifth", "fifth", "one fifth", "a fifth of lr", "1/5", "0.2", "about a fifth"),
+    mistakes={
+        "all of it": "That is the step when the gradients agree. Here every g² is 1, so v̂ = 1 and the step is "
+                     "lr · |m̂|; but m̂ is a running mean of random signs, and they mostly cancel.",
+        "half": "m̂ averages random signs with most of its weight on about the last 10 steps (beta1 = 0.9): "
+                "they cancel more than that. Its spread is √((1 − beta1)/(1 + beta1)) ≈ 0.23.",
+        "lr": "That is the step when the gradients agree. Here every g² is 1, so v̂ = 1 and the step is lr · |m̂|; "
+              "but m̂ is a running mean of random signs, and they mostly cancel.",
+        "0.5": "m̂ averages random signs with most of its weight on about the last 10 steps (beta1 = 0.9): they "
+               "cancel more than that. Its spread is √((1 − beta1)/(1 + beta1)) ≈ 0.23.",
+    },
+    hints=("With every g² equal to 1, what is v̂? Then the step is lr times |m̂|.",
+           "m̂ is a mean of random ±1s weighted towards the last 10 or so: its spread is √((1 − beta1)/(1 + beta1)) "
+           "≈ 0.23, and its typical size a little less."),
+    solution="About a fifth of lr. Every g² is 1, so v̂ = 1 and the step is lr · |m̂|. m̂ is a running mean of random signs, most "
+             "of its weight on about the last 10 (beta1 = 0.9), and they mostly cancel: its spread is "
+             "√(0.1/1.9) ≈ 0.23 and its typical size about 0.18. Noisy gradients make Adam's steps much smaller "
+             "than lr, which is their upper scale.",
+    choices=("all of it", "half", "a fifth", "lr", "0.5", "0.2"),
+))
 
 # --- code exercise: Adam's step ---------------------------------------------------------------------------
 
