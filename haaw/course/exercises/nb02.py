@@ -6,6 +6,7 @@ import sys
 import numpy as np
 
 from ...engine import Value
+from ...engine.forward_mode import Dual, gradient
 from ...engine.graph import parents
 from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
@@ -583,3 +584,95 @@ def _push_every_path(root):
     push(root)
 
 
+
+
+# --- code exercise: a Hessian-vector product, forward mode over reverse mode (the companion) ---------
+
+
+def hvp(grad, x, v):
+    """H·v: run the reverse-mode gradient on Duals that carry the tangents v; H·v is in the tangents."""
+    return [g.tangent for g in grad(*[Dual(xi, vi) for xi, vi in zip(x, v)])]
+
+
+def _hvp_cases():
+    def cubic(a, b):
+        return a * a * b
+
+    def quadratic(a, b, c):  # ½ xᵀAx with A = [[2, 1, 0], [1, 3, -1], [0, -1, 4]]: its Hessian is A
+        return a * a + a * b + 1.5 * b * b - b * c + 2.0 * c * c
+
+    def neuron(*params):  # the companion's tanh neuron: 8 weights and a bias
+        *weights, bias = params
+        z = bias
+        for wi, xi in zip(weights, (0.5, -1.2, 0.3, 2.0, -0.7, 1.1, 0.0, -0.4)):
+            z = z + wi * xi
+        return (z.tanh() - 0.25) ** 2
+
+    def softplus_product(a, b):
+        return (1.0 + (a * b).exp()).log() + a / b
+
+    theta = [0.1 * (i - 4) for i in range(9)]
+    direction = [1.0, -0.5, 0.0, 2.0, 0.5, -1.0, 0.25, 1.5, -2.0]
+    return [Case("hand-checkable", (gradient(cubic), [1.0, 2.0], [0.5, 1.0]),
+                 detail="f = a²·b at a = 1, b = 2, v = (0.5, 1): H = [[2b, 2a], [2a, 0]], H·v = (4, 1)"),
+            Case("a quadratic", (gradient(quadratic), [0.3, -0.7, 1.2], [1.0, 2.0, -1.0]),
+                 detail="½ xᵀAx, whose Hessian is A everywhere: H·v = A·v = (4, 8, -6)"),
+            Case("the tanh neuron", (gradient(neuron), theta, direction),
+                 detail="the neuron of Exercise 5: 9 parameters, direction v of the JVP section"),
+            Case("exp and log", (gradient(softplus_product), [0.8, -1.5], [-0.3, 0.6]),
+                 detail="f = log(1 + e^(a·b)) + a/b"),
+            Case("a zero direction", (gradient(softplus_product), [0.8, -1.5], [0.0, 0.0]),
+                 detail="v = 0: H·0 = 0", note="the Hessian times the zero vector is zero, whatever the Hessian"),
+            Case("one input moved", (gradient(neuron), theta, [0.0] * 8 + [1.0]),
+                 detail="v moves the bias alone: H·v is the bias's column of the Hessian")]
+
+
+def _hvp_by_finite_difference(grad, x, v, h=1e-5):
+    plus = grad(*[xi + h * vi for xi, vi in zip(x, v)])
+    minus = grad(*[xi - h * vi for xi, vi in zip(x, v)])
+    return [(p.data - m.data) / (2 * h) for p, m in zip(plus, minus)]
+
+
+register(CodeExercise(
+    key="02-hvp",
+    minutes=10,
+    refuses=(),  # the gradient it is given runs the engine's backward: that is the point
+    question="Write hvp(grad, x, v): the Hessian of f at x times the direction v, by forward mode over reverse mode. "
+             "grad(*inputs) is f's gradient by the engine's reverse mode and accepts Duals; give input i the value "
+             "x[i] and the tangent v[i], and read H·v from the tangents of what grad returns. Return a list.",
+    signature="hvp(grad, x, v) -> H·v (a list, one number per input)",
+    reference=hvp,
+    cases=_hvp_cases,
+    outputs=("H·v",),
+    rtol=1e-12,  # forward over reverse is exact to rounding; a finite difference, at any step, is off by 1e-11 or more
+    atol=1e-14,
+    mistakes=[
+        Mistake("the gradient, not H·v",
+                "the values (.data) of what grad returns are the gradient at x; H·v is in their tangents "
+                "(.tangent): how the gradient moves as x moves along v.",
+                lambda grad, x, v: [g.data for g in grad(*[Dual(xi, vi) for xi, vi in zip(x, v)])]),
+        Mistake("x as the tangent",
+                "the tangent of input i must be v[i], the direction; with x[i] as its own tangent you get H·x.",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(xi, xi) for xi in x])]),
+        Mistake("a tangent of 1 on every input",
+                "a tangent of 1 everywhere moves every input at once by the same amount: that is H·(1, 1, …), the "
+                "sum of the Hessian's columns. The direction is v: input i carries the tangent v[i].",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(xi, 1.0) for xi in x])]),
+        Mistake("value and tangent swapped",
+                "Dual(value, tangent): the value is x[i], where the Hessian is taken; the tangent is v[i]. Swapped, "
+                "the Hessian is taken at v and multiplies x.",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(vi, xi) for xi, vi in zip(x, v)])]),
+        Mistake("only the first input moved",
+                "every input carries its own tangent v[i] in the same pass; moving only the first gives "
+                "v[0] times the Hessian's first column.",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(xi, v[0] if i == 0 else 0.0)
+                                                                for i, xi in enumerate(x)])]),
+        Mistake("a finite difference of gradients",
+                "(∇f(x + hv) − ∇f(x − hv)) / 2h is close to H·v, to about 8 digits, but it is an estimate with two "
+                "gradients; the question asks for the exact product from one pass: Duals carrying v into grad.",
+                _hvp_by_finite_difference),
+    ],
+    hints=("Dual(value, tangent) from haaw.engine.forward_mode: one per input, Dual(x[i], v[i]). Call grad with all "
+           "of them at once (grad(*duals)).",
+           "grad returns one Dual per input; its .data is the gradient's entry, its .tangent the entry of H·v."),
+))
