@@ -21,9 +21,7 @@ nbformat = pytest.importorskip("nbformat")
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 CORES = [p for p in course_notebooks(NOTEBOOKS, companions=False) if not p.name.startswith("00")]
-# cores whose depth has not moved to a companion yet: each is held to the limits once it has one
-NOT_YET_SPLIT: set[str] = set()
-SPLIT = [p for p in CORES if p.name[:2] not in NOT_YET_SPLIT]
+
 
 MAX_WORDS, MAX_CELL_WORDS, MAX_CODE_LINES = 2000, 200, 25
 EXERCISES = range(2, 5)
@@ -124,18 +122,17 @@ def test_the_notebooks_are_the_cores_and_their_companions():
         assert (NOTEBOOKS / path.name.replace("_deeper", "")).exists(), f"{path.name}: a companion with no core"
 
 
-@pytest.mark.parametrize("number", sorted(NOT_YET_SPLIT))
-def test_a_core_waits_to_be_split_only_while_it_has_no_companion(number):
-    (core,) = [p for p in CORES if p.name.startswith(number)]
-    assert not companion(core).exists(), f"{core.name} has its companion: take {number} out of NOT_YET_SPLIT"
+def test_every_core_has_its_companion():
+    assert [p.name for p in CORES if not companion(p).exists()] == []
+    assert len(CORES) == 10
 
 
-@pytest.mark.parametrize("path", SPLIT, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", CORES, ids=lambda p: p.name[:2])
 def test_a_core_keeps_to_its_limits(path):
     assert problems(path) == []
 
 
-@pytest.mark.parametrize("path", SPLIT, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", CORES, ids=lambda p: p.name[:2])
 def test_a_core_ends_by_pointing_to_its_companion_s_sections(path):
     nb = nbformat.read(path, as_version=4)
     deeper = nbformat.read(companion(path), as_version=4)
@@ -206,3 +203,13 @@ def test_a_planted_breach_fails_the_core(tmp_path, plant, says):
     elif plant == "slow":
         cells += [code(f"x = {i}") for i in range(60)]
     assert any(says in p for p in problems(_core(tmp_path, cells))), problems(_core(tmp_path, cells))
+
+
+def test_the_core_path_takes_at_most_ten_hours_and_the_readme_says_how_many():
+    model = _model()
+    notebooks = [nbformat.read(core, as_version=4) for core in CORES]
+    minutes = sum(p["minutes"] for nb in notebooks for p in model.sections(nb, [0.0] * len(nb.cells)))
+    assert minutes <= 600, f"the cores 01-10 take {minutes:.0f} learner-minutes by the time model"
+    words = {8: "eight", 9: "nine", 10: "ten"}
+    said = re.search(r"core path takes about\s+(\w+)\s+learner-hours", (ROOT / "README.md").read_text())
+    assert said and said.group(1) == words.get(round(minutes / 60)), (minutes, said and said.group(1))
