@@ -46,7 +46,7 @@ def launch_box(name: str) -> str:
         "This page shows the notebook as it was last run; its sliders and exercises need a running kernel.\n"
         f"[Launch it on Binder]({binder_url(name)}) (in JupyterLab, nothing to install; the first start can take a "
         f"few minutes), or {{download}}`download the notebook <{Path(name).name}>` and run it on your machine "
-        "(see the [quick start](../index.md#quick-start)).\n```\n")
+        f"(see the [quick start]({'../' * (name.count('/') + 1)}index.md#quick-start)).\n```\n")
 
 
 def explorer_note(name: str) -> str:
@@ -71,6 +71,8 @@ def stage_notebook(path: Path, out: Path) -> None:
     nb.metadata.pop("widgets", None)  # the explorers' saved state: it would only pull in a widget manager
     cells = []
     for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            cell.source = relink_notebook(cell.source)
         cells.append(cell)
         if i == 0 and cell.cell_type == "markdown":
             cells.append(nbformat.v4.new_markdown_cell(launch_box(_in_notebooks(path)), id="haaw-site-launch"))
@@ -81,6 +83,27 @@ def stage_notebook(path: Path, out: Path) -> None:
     nbformat.write(nb, out)
 
 
+def site_anchor(anchor: str) -> str:
+    """A heading's anchor as JupyterLab makes it ("2.-Backward:-one-link-at-a-time", the form the notebooks and docs
+    link with) turned into the site's (MyST's GitHub-style slug, "2-backward-one-link-at-a-time")."""
+    from urllib.parse import unquote
+
+    from myst_parser.slugs import github_slugify
+
+    return github_slugify(unquote(anchor).replace("`", ""))
+
+
+def relink_notebook(text: str) -> str:
+    """A notebook's links to headings (in the same notebook or another) with the site's anchors."""
+    def fix(match):
+        path, _, anchor = match.group(2).partition("#")
+        if not anchor or re.match(r"[a-z]+:", path) or (path and not path.endswith(".ipynb")):
+            return match.group(0)
+        return match.group(1) + f"{path}#{site_anchor(anchor)}" + match.group(3)
+
+    return LINK.sub(fix, text)
+
+
 def relink(text: str, source: Path, staged: set[Path]) -> str:
     """Point a relative link to a repository file that is not on the site at that file on the host."""
     def fix(match):
@@ -89,6 +112,8 @@ def relink(text: str, source: Path, staged: set[Path]) -> str:
             return match.group(0)
         path, _, anchor = target.partition("#")
         resolved = (source.parent / path).resolve()
+        if resolved in staged and anchor and resolved.suffix == ".ipynb":
+            return match.group(1) + f"{path}#{site_anchor(anchor)}" + match.group(3)
         if resolved in staged or not resolved.exists() or ROOT not in resolved.parents:
             return match.group(0)
         kind = "tree" if resolved.is_dir() else "blob"
