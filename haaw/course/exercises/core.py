@@ -575,15 +575,17 @@ def hint(key, level: int | None = None) -> Feedback:
     ex = lookup(key)
     if ex is None:
         return Feedback(UNREADABLE, unknown_message(key))
+    solved = f"solution({key!r}) shows the worked answer" if solutions_allowed() else "solutions are switched off here"
     if not ex.hints:
-        return Feedback("hint", f"There is no hint for {key!r}; solution({key!r}) shows the worked answer.")
+        return Feedback("hint", f"There is no hint for {key!r}; {solved}.")
     if level is None:
         level = min(_hints_shown.get(key, 0) + 1, len(ex.hints))
     elif isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= len(ex.hints):
         return Feedback(UNREADABLE, f"hint({key!r}, level) takes a level from 1 to {len(ex.hints)}; got {level!r}.")
     _hints_shown[key] = level
     more = (f" (hint({key!r}) again for hint {level + 1})" if level < len(ex.hints)
-            else f" That was the last hint: solution({key!r}) shows the worked answer.")
+            else f" That was the last hint: {solved}." if solutions_allowed()
+            else f" That was the last hint ({solved}): the rest is yours, and check({key!r}, ...) says what is off.")
     return Feedback("hint", f"Hint {level}/{len(ex.hints)}: {ex.hints[level - 1]}{more}")
 
 

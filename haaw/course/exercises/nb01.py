@@ -39,7 +39,7 @@ register(NumberExercise(
         1.88: "1.88 used dL/dy = 12; the update needs dL/dw.",
     },
     hints=("The update rule is w_new = w_old − η · dL/dw.",
-           "η · dL/dw = 0.01 · 36 = 0.36."),
+           "Here w_old = 2, η = 0.01, and dL/dw = 36, the slope the backward pass above measured: put them into the rule."),
     solution="w_new = 2 − 0.01 · 36 = 2 − 0.36 = 1.64.",
 ))
 

@@ -42,7 +42,7 @@ register(NumberExercise(
         2: "2 is x. Follow both uses of w back from L.",
     },
     hints=("L = w·h uses w directly (contribution h) and through h = w·x (contribution w·x).",
-           "Direct use: h = 6. Through h: dL/dh · dh/dw = w · x = 3 · 2 = 6.",),
+           "Evaluate each contribution at w = 3, x = 2 (h is what the forward pass computed), then add them.",),
     solution="Direct use: h = 6; through h: w · x = 6; the sum is 12 (check: L = w²x, dL/dw = 2wx = 12).",
 ))
 

@@ -41,7 +41,7 @@ register(NumberExercise(
         0.0052: "That is the right number rounded to 2 significant digits: give at least 3 (or let Python "
                 "compute 0.9 ** 50).",
     },
-    hints=("The chain rule multiplies the local factors along the path.", "0.9 ** 50"),
+    hints=("The chain rule multiplies the local factors along the path.", "Fifty links, each multiplying by the same 0.9: a product of equal factors is a power."),
     solution="0.9⁵⁰ = 0.00515377520732012, about 0.00515: about half a percent survives. With 1.1 per layer, 1.1⁵⁰ ≈ 117: it explodes.",
     rtol=1e-3,
     forms=("0.00515", "0.005154", "5.15e-3"),
@@ -57,7 +57,7 @@ register(NumberExercise(
         17: "17 adds the two tensors' own norms (5 + 12). Square every entry of both, sum, then take one root.",
         169: "169 is the sum of squares: take its square root.",
     },
-    hints=("Treat all gradients as one long vector [3, 4, 12].", "√(3² + 4² + 12²)"),
+    hints=("Treat all gradients as one long vector [3, 4, 12].", "The global norm is the length of that vector: the square root of the sum of its squared entries."),
     solution="√(9 + 16 + 144) = √169 = 13. Clipping to max_norm = 1 would multiply every gradient by 1/13.",
 ))
 

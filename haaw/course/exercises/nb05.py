@@ -318,8 +318,9 @@ register(CodeExercise(
     ],
     hints=("Go backwards one step at a time: O = P V gives dV and dP; the softmax gives dS from dP (your "
            "softmax_backward, row by row); S = Q Kᵀ/√d_k gives dQ and dK.",
-           "dV = Pᵀ G, dP = G Vᵀ, dS = P ⊙ (dP − ⟨dP, P⟩), dQ = dS K / √d_k, dK = dSᵀ Q / √d_k. Build P with the mask, "
-           "and make a fully masked row all zeros instead of 0/0.",
+           "O = P V is notebook 03's Y = XW with P as X and V as W: dV and dP are its two products, one factor "
+           "transposed. S = Q Kᵀ · (1/√d_k) is that product again, with the scale carried into both gradients and Kᵀ "
+           "transposed back. Build P with the mask, and make a fully masked row all zeros instead of 0/0.",
            "For batch axes use np.swapaxes(A, -1, -2) for a transpose, and keep the row sums along axis -1. "
            "Keep 1/√d_k a Python float, as the template's d_k ** -0.5 is: np.sqrt(d_k) is a NumPy float64 scalar, "
            "and multiplying a float32 array by it gives float64."),
@@ -461,8 +462,10 @@ register(CodeExercise(
     ],
     hints=("Three steps: g = G · weight is the gradient reaching x̂; dbias sums G and dweight sums G · x̂ over every "
            "axis but the last; dx takes g back through x̂ = (x − μ)/σ, where μ and σ depend on x too.",
-           "dx = (g − mean(g) − x̂ · mean(g · x̂)) / σ, each mean over the last axis with keepdims=True. For the "
-           "weight's sums, axis=tuple(range(G.ndim - 1)) names every axis but the last.",
+           "Through x̂ = (x − μ)/σ, g reaches x three ways: directly (over σ), through μ (the row's mean moves with "
+           "every x) and through σ (which moves along x̂). Each indirect path subtracts a mean over the last axis "
+           "(keepdims=True) from g; all three are divided by σ. For the weight's sums, "
+           "axis=tuple(range(G.ndim - 1)) names every axis but the last.",
            "Keep eps inside the square root, σ = np.sqrt(variance + eps), with the variance divided by n "
            "(np.var's default, or the mean of (x − μ)²)."),
 ))

@@ -42,7 +42,7 @@ register(NumberExercise(
         2**54: "2⁵⁴ is 2³⁰ × 2²⁴: the scale must *divide out* the gap between the two, 2⁻²⁴ / 2⁻³⁰.",
         1 / 64: "Scaling down makes it smaller still: multiply by 64, don't divide.",
     },
-    hints=("2⁻³⁰ × S = 2⁻²⁴.", "S = 2⁻²⁴ / 2⁻³⁰ = 2^(30 − 24)."),
+    hints=("2⁻³⁰ × S = 2⁻²⁴.", "Solve for S: divide both sides by 2⁻³⁰. Dividing powers of two subtracts their exponents."),
     solution="S = 2⁶ = 64. Every gradient is multiplied by the same S, so the optimizer divides by 64 afterwards.",
 ))
 

@@ -19,7 +19,7 @@ register(NumberExercise(
         4: "Multiplying by 4 makes it 16× too big. Each microbatch mean already has the big-batch scale.",
         1: "Without a factor, the 4 accumulated gradients add up to 4× the big-batch gradient.",
     },
-    hints=("The big-batch mean is the average of the 4 microbatch means.", "Average = sum × 1/4."),
+    hints=("The big-batch mean is the average of the 4 microbatch means.", "An average is the sum divided by how many numbers were summed: what does dividing by that count multiply each loss by?"),
     solution="1/4 = 0.25: the mean over the big batch is the average of the 4 equal-sized microbatch means.",
 ))
 

@@ -22,7 +22,7 @@ register(NumberExercise(
         math.log2(31): "That is log base 2 (bits). Cross-entropy here uses the natural log.",
         3.4: "Close, but give at least three significant digits (or let NumPy compute it: np.log(31)).",
     },
-    hints=("Every character gets probability 1/31.", "−ln(1/31) = ln 31."),
+    hints=("Every character gets probability 1/31.", "The loss of one prediction is −ln of the probability given to the right character."),
     solution="−ln(1/31) = ln 31 ≈ 3.43: the loss of an even guess. An untrained model's guess is only roughly "
              "even (its random weights favour some characters a little), so its first losses lie near ln 31, a "
              "little above or below it; a loss that falls well below it and stays there has been learned.",
