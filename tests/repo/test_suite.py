@@ -62,6 +62,7 @@ def test_the_longest_notebook_is_handed_out_first():
     listed = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--co", "-q", "-m", "not browser",
                              "-p", "no:randomly"], cwd=ROOT, capture_output=True, text=True, timeout=300).stdout
     ids = [line for line in listed.splitlines() if "::" in line]
-    assert ids[0] == f"notebooks/{longest}::Cell 0", ids[:3]
-    cells = [int(i.rsplit(" ", 1)[1]) for i in ids if i.startswith(f"notebooks/{longest}::Cell ")]
+    path = f"notebooks/{'deeper/' if longest.endswith('_deeper.ipynb') else ''}{longest}"  # a companion can be longest
+    assert ids[0] == f"{path}::Cell 0", ids[:3]
+    cells = [int(i.rsplit(" ", 1)[1]) for i in ids if i.startswith(f"{path}::Cell ")]
     assert cells == sorted(cells) and ids[len(cells)].endswith("every cell again, last first")
