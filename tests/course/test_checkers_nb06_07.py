@@ -329,6 +329,56 @@ def test_the_memory_check_holds_when_something_else_traces_memory_already():
         tracemalloc.stop()
 
 
+class LeavesACycleOfGarbage(Function):  # right: its scratch dict is garbage once forward returns, if in a cycle
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        scratch = {"out": out.data.copy()}
+        scratch["itself"] = scratch  # a reference cycle: freed by a collection, not when forward returns
+        ctx.fn, ctx.x = fn, x
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+def test_garbage_in_a_reference_cycle_is_not_counted_as_kept():
+    """Arrays in a cycle that nothing reaches are freed by a collection, not counted as kept. Python's own
+    collections are off here, so only the checker's can free the cycle."""
+    import gc
+
+    gc.disable()
+    try:
+        feedback = check("06-checkpoint", LeavesACycleOfGarbage)
+    finally:
+        gc.enable()
+    assert feedback.status == CORRECT, feedback.message
+
+
+@pytest.mark.slow  # it builds a large session's worth of objects to collect
+def test_a_large_session_does_not_slow_the_memory_check():
+    """The checker's collection looks at what the forward pass made alone (the objects before it are frozen), so a
+    session holding many objects takes no longer to check: a class that keeps arrays where no place shows them makes
+    the checker collect at every case it runs, 11 here."""
+    import gc
+    import time
+
+    session = [[i, (i,)] for i in range(300_000)]  # a notebook's, or a test run's, objects
+    start = time.perf_counter()
+    gc.collect()
+    whole = time.perf_counter() - start
+    start = time.perf_counter()
+    feedback = check("06-checkpoint", KeepsAGenerator)
+    took = time.perf_counter() - start
+    assert feedback.status == WRONG and "in a place the checker cannot name" in feedback.message
+    assert took < 5 * whole, (took, whole)  # 11 collections of the whole session would take 11 times one
+    del session
+
+
 # --- 07-update-scale: no cap, separate factors, and any sequence of two numbers --------------------------------
 
 

@@ -1,4 +1,5 @@
 """Exercises of notebook 07: mixed precision."""
+import inspect
 import json
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import numpy as np
 from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, leading, sample
 
 register(NumberExercise(
     key="07-fp16-update",
@@ -151,6 +153,28 @@ def _scaler_cases():
             for p in torch_reference()["gradscaler"] + BEYOND_THE_FILE]
 
 
+def _draw_scaler(rng, pick):
+    """A pattern of 12 to 40 steps with growth and backoff factors, interval and first scale drawn: it starts a few
+    growths short of the pick's threshold (65,536, fp16's limit; 2^24; 1) and runs clean long enough to cross it,
+    then overflows at random, some of them in a row. The scales are the reference's, step for step."""
+    growth = float(rng.choice([2.0, 1.5, 4.0, 3.0]))
+    backoff = float(rng.choice([0.5, 0.25, 0.125, 0.75]))
+    interval = int(rng.choice([1, 2, 3, 5]))
+    below = int(rng.integers(1, 4))
+    if pick.threshold >= 1:
+        init = pick.threshold / growth**below * float(rng.choice([1.0, 1.3]))
+        found = [False] * ((below + 1) * interval) + list(rng.random(int(rng.integers(6, 20))) < 0.3)
+    else:  # down through 1: overflows first
+        init = 2.0 ** int(rng.integers(0, 4))
+        found = [True] * int(rng.integers(3, 8)) + list(rng.random(int(rng.integers(6, 20))) < 0.3)
+    pattern = dict(label=f"growth ×{growth:g}, backoff ×{backoff:g}, interval {interval}, from {init:,.6g}",
+                   growth_factor=growth, backoff_factor=backoff, init_scale=init, growth_interval=interval,
+                   found_inf=[bool(f) for f in found])
+    pattern["scales"] = _run_scaler(inspect.unwrap(update_scale), pattern).tolist()
+    return Case(DRAWN, (pattern,), detail=f"{pattern['label']}, past {pick.threshold:,.10g}: "
+                                          + "".join("X" if f else "." for f in found))
+
+
 def _capped(pattern, cap: float) -> np.ndarray:
     """The scales of the pattern if the scale could never grow past ``cap``."""
     def update(scale, good, found_inf, growth, backoff, interval):
@@ -172,7 +196,7 @@ def _where_the_scale_stops(fn, pattern) -> str:
 register(CodeExercise(
     key="07-update-scale",
     minutes=12,
-    refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update"),
+    refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update", "torch.amp.GradScaler"),
     question="Write a dynamic loss scaler's update, as torch.amp.GradScaler does it: on an overflow (found_inf), "
              "multiply the scale by backoff_factor and restart the count of clean steps; otherwise count one more "
              "clean step, and when the count reaches growth_interval, multiply the scale by growth_factor and "
@@ -184,6 +208,7 @@ register(CodeExercise(
     expected=lambda case: np.array(case.args[0]["scales"]),
     outputs=("the scale after each step",),
     run=_run_scaler,
+    domain=Domain(_draw_scaler, thresholds=(65536.0, 2.0**24, 1.0, 0.5), size=5),
     diagnose=_where_the_scale_stops,
     slot="loss_scale",
     mistakes=[
@@ -259,6 +284,28 @@ def _unscale_cases():
                  "to clip, and no division by zero")]
 
 
+def _draw_unscale(rng, pick):
+    """One to five gradients (the first of the pick's rank), of the pick's dtype, scaled by 2^0 to 2^24 or by a
+    scale that is no power of 2; the pick's values: one of VALUES, or an inf, a -inf or a nan in any one of the
+    tensors, at any place. max_norm sits on either side of the true norm (1 for tiny gradients, see _draw_clip)."""
+    shapes = [leading(rng, pick.rank)] + [leading(rng, int(r)) for r in rng.integers(0, 4, int(rng.integers(0, 5)))]
+    kind = pick.values if pick.values in VALUES else "mixed"
+    true = [sample(rng, shape, kind, pick.dtype) for shape in shapes]
+    scale = float(2.0 ** int(rng.integers(0, 25)) if rng.random() < 0.7 else rng.choice([1000.0, 3.0, 0.5]))
+    grads = [(g * g.dtype.type(scale)).astype(pick.dtype) for g in true]
+    said = pick.said()
+    if pick.values not in VALUES:  # an overflow, in any tensor
+        which = int(rng.integers(len(grads)))
+        bad = grads[which].copy().reshape(-1) if grads[which].ndim else grads[which].copy().reshape(1)
+        bad[int(rng.integers(bad.size))] = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}[pick.values]
+        grads[which] = bad.reshape(grads[which].shape)
+        said += f" in gradient {which + 1} of {len(grads)}"
+    norm = float(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in true)))
+    max_norm = 1.0 if kind == "tiny" or norm == 0 else norm * float(rng.choice([0.5, 2.0]))
+    return Case(DRAWN, (grads, scale, max_norm),
+                detail=f"{said}, shapes {shapes}, scale {scale:g}, max_norm {max_norm:.3g}")
+
+
 def _clip_then_unscale(grads, scale, max_norm):
     """The mistake: clipping the scaled gradients, then unscaling. Returns the true norm, as the reference does."""
     # unscaling g · scale gives g back: the reference then clips the scaled gradients as they were given
@@ -308,7 +355,8 @@ def _what_went_wrong(fn, grads, scale, max_norm) -> str:
 register(CodeExercise(
     key="07-unscale-then-clip",
     minutes=15,
-    refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_"),
+    refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_", "torch.clip_grad_norm_",
+             "torch.amp.GradScaler"),
     question="The gradients were computed from the loss times `scale`. Divide them by the scale first, then clip "
              "them by global norm to max_norm. Return (the gradients, their norm before clipping, found_inf); if "
              "any entry is inf or nan, return the unscaled gradients unclipped, the norm inf, and True.",
@@ -317,6 +365,8 @@ register(CodeExercise(
     cases=_unscale_cases,
     outputs=("the gradients", "the norm", "found_inf"),
     run=_run_unscale,
+    domain=Domain(_draw_unscale, ranks=(0, 1, 2, 3, 4), dtypes=(np.float64, np.float32),
+                  values=(*VALUES, "inf", "-inf", "nan"), keeps_dtype=("the gradients",), size=9),
     diagnose=_what_went_wrong,
     rtol=1e-5,
     mistakes=[

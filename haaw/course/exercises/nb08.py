@@ -6,6 +6,7 @@ from ...engine import guard
 from ...engine.plugins import read_only
 from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import BugExercise, register
+from .domain import DRAWN, Domain
 
 # What can go wrong in a few lines of training code, as sections 1 to 7 of core 08 teach it: the menu every
 # "find the bug" answer picks its explanation from (the key, then other words a learner may use for it).
@@ -178,6 +179,16 @@ def _reduce_leaving_the_mask(reduce, losses, mask):
                            "mask.sum(), not mask /= mask.sum())") from None
 
 
+def _draw_batch(rng, pick):
+    """A batch of the pick's count of sequences, 1 to 9 tokens each, padded to its longest or further, with tokens
+    of another seed: the real tokens, the mean's denominator, differ from case to case."""
+    lengths = tuple(int(n) for n in rng.integers(1, 10, pick.count))
+    pad_to = None if rng.random() < 0.5 else max(lengths) + int(rng.integers(1, 4))
+    return Case(DRAWN, (lengths, pad_to, int(rng.integers(3, 100))),
+                detail=f"lengths {', '.join(map(str, lengths))} ({sum(lengths)} real tokens)"
+                       + (f", padded to {pad_to}" if pad_to else ""))
+
+
 def _audit_says(reduce, lengths, pad_to, seed):
     from ...tools.audit import audit
 
@@ -202,6 +213,7 @@ register(CodeExercise(
                    Case("no padding at all", ((5, 5, 5), None, 2))],
     outputs=("the loss", "the gradients"),
     run=_run_step,
+    domain=Domain(_draw_batch, counts=(1, 2, 3, 6)),
     diagnose=_audit_says,
     mistakes=[
         Mistake("the step as given: the mask after the mean, and a mean per sequence",
