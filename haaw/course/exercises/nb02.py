@@ -627,6 +627,31 @@ def _hvp_cases():
                  detail="v moves the bias alone: H·v is the bias's column of the Hessian")]
 
 
+def _draw_hvp(rng, pick):
+    """draw(rng, pick) for 02-hvp: f = tanh(w·x) + Σ cᵢxᵢ³ of ``pick.count`` inputs, at a point of the pick's kind
+    (negative: every input below 0; zero: some entries of the direction 0)."""
+    n = pick.count
+    w, c = (float(t) for t in rng.standard_normal(n)), rng.standard_normal(n)
+    w = list(w)
+
+    def f(*xs):
+        z = xs[0] * w[0]
+        for wi, xi in zip(w[1:], xs[1:]):
+            z = z + wi * xi
+        total = z.tanh()
+        for ci, xi in zip(c, xs):
+            total = total + float(ci) * xi * xi * xi
+        return total
+
+    x = [float(t) for t in rng.standard_normal(n)]
+    if pick.values == "negative":
+        x = [-abs(t) - 0.1 for t in x]
+    v = [float(t) for t in rng.standard_normal(n)]
+    if pick.values == "zero":
+        v[int(rng.integers(n))] = 0.0
+    return Case(DRAWN, (gradient(f), x, v), detail=f"f = tanh(w·x) + Σ cᵢxᵢ³ of {n} inputs, {pick.said()}")
+
+
 def _hvp_by_finite_difference(grad, x, v, h=1e-5):
     plus = grad(*[xi + h * vi for xi, vi in zip(x, v)])
     minus = grad(*[xi - h * vi for xi, vi in zip(x, v)])
@@ -643,6 +668,7 @@ register(CodeExercise(
     signature="hvp(grad, x, v) -> H·v (a list, one number per input)",
     reference=hvp,
     cases=_hvp_cases,
+    domain=Domain(_draw_hvp, values=("mixed", "negative", "zero"), counts=(1, 2, 3, 5, 8), size=6),
     outputs=("H·v",),
     rtol=1e-12,  # forward over reverse is exact to rounding; a finite difference, at any step, is off by 1e-11 or more
     atol=1e-14,

@@ -443,6 +443,25 @@ def grad_check(f, x, grad, coords, h):
 '''
 
 
+def _draw_grad_check(rng, pick):
+    """draw(rng, pick) for 03-grad-check: f(x) = Σ tanh(a·x)·b + Σ c·x² of an x of the pick's rank and kind, its
+    right gradient with one entry made wrong, ``pick.count`` coordinates, and a step of the pick's threshold."""
+    shape = leading(rng, pick.rank, low=2, high=4)
+    x = sample(rng, shape, pick.values)
+    a, b, c = (rng.standard_normal(shape) for _ in range(3))
+
+    def f(x):
+        return float(np.sum(np.tanh(a * x) * b) + np.sum(c * x * x))
+
+    grad = a * b * (1 - np.tanh(a * x) ** 2) + 2 * c * x
+    wrong = tuple(int(rng.integers(n)) for n in shape)
+    grad[wrong] *= 1.5
+    every = list(np.ndindex(*shape))
+    coords = [every[i] for i in rng.choice(len(every), size=min(pick.count, len(every)), replace=False)]
+    return Case(DRAWN, (f, x, grad, coords, pick.threshold),
+                detail=f"x of shape {shape}, {pick.said()}, {len(coords)} coordinates, h = {pick.threshold:g}")
+
+
 def _grad_check_cases():
     rng = np.random.default_rng(34)
 
@@ -501,6 +520,8 @@ register(CodeExercise(
     reference=grad_check,
     solution_code=GRAD_CHECK_SOLUTION,
     cases=_grad_check_cases,
+    domain=Domain(_draw_grad_check, ranks=(1, 2, 3), values=("mixed", "negative", "zero"), counts=(1, 3, 6),
+                  thresholds=(1e-4, 1e-5, 1e-6), size=6),
     outputs=("the relative errors",),
     rtol=1e-6,
     atol=1e-8,  # a right entry's error is rounding, about 1e-10 here, and differs with the order of operations
