@@ -455,6 +455,12 @@ def _rounding_cases():
                  detail="a 4 × 6 array from 10⁻³⁰ to 10³⁰")]
 
 
+def _draw_rounding(rng, pick):
+    """A float32 array of the picked rank and kind of values: standard normal, negative, with zeros, tiny, huge."""
+    shape = tuple(int(n) for n in rng.integers(1, 5, pick.rank))
+    return Case(DRAWN, (sample(rng, shape, pick.values, np.float32),), detail=pick.said())
+
+
 def _nearest(x, u):
     return x.astype(_bf16())
 
@@ -488,6 +494,7 @@ register(CodeExercise(
     cases=_rounding_cases,
     outputs=("the share of draws rounded above x", "the share of draws that are one of x's two bf16 neighbours"),
     run=_run_rounding,
+    domain=Domain(_draw_rounding, ranks=(0, 1, 2, 3), dtypes=(np.float32,), values=VALUES),
     mistakes=[
         Mistake("rounding to the nearest",
                 "astype rounds every entry to the nearest bf16 number, whatever u: an update smaller than half the gap "
