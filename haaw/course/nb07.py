@@ -6,7 +6,8 @@ scores, so the classes can be separated), and an MLP 16 → 32 → 32 → 8 with
 ``pretrained_weights`` trains it in fp32 with plain SGD, so that notebook 07 can start where mixed precision
 gets hard: late in training, when the model is confident and its gradients are small. ``RunLog`` counts what a
 mixed-precision run loses, so that the loop the core notebook shows holds only the loop; ``train`` is that loop
-again, with the knobs the companion notebook turns (the learner's ``unscale_and_clip``, the tokens, the rate).
+again, with the knobs the companion notebook turns (the learner's ``unscale_and_clip``, the tokens, the rate, and
+how 16-bit weights without an fp32 master are rounded: to nearest, stochastically, or with a compensation).
 """
 from __future__ import annotations
 
@@ -113,8 +114,25 @@ class RunLog:
                 "zero moved": self.coasted / max(self.zeros, 1)}
 
 
+def round_stochastic(x, u):
+    """Each entry of ``x`` (fp32) rounded to one of its two bf16 neighbours: to the one above it when ``u`` (uniform
+    in [0, 1), one per entry) is below ``(x - below) / (above - below)``, else to the one below. On average over
+    ``u`` that is ``x`` itself, however small the distance to ``below``: nothing is rounded away for good."""
+    bf16 = dtype("bfloat16")
+    x = np.asarray(x, dtype=np.float32)
+    nearest = x.astype(bf16)
+    below = np.where(nearest.astype(np.float32) <= x, nearest, np.nextafter(nearest, bf16.type(-np.inf)))
+    above = np.where(nearest.astype(np.float32) >= x, nearest, np.nextafter(nearest, bf16.type(np.inf)))
+    low, high = below.astype(np.float64), above.astype(np.float64)
+    gap = np.where(high > low, high - low, 1.0)            # x a bf16 number already: below = above, any gap will do
+    return np.where(u < (x - low) / gap, above, below)
+
+
+ROUNDINGS = ("nearest", "stochastic", "compensated")
+
+
 def train(fmt: str, scaler=None, keep_master: bool = True, clip=None, steps: int = 200, lr: float = 1e-4,
-          max_norm: float = 1.0, tokens: int = TOKENS, weights=None) -> dict:
+          max_norm: float = 1.0, tokens: int = TOKENS, weights=None, rounding="nearest", seed: int = 0) -> dict:
     """Notebook 07's mixed-precision loop: continue training the classifier from ``weights`` (the pretrained
     ones if None) for ``steps`` steps of Adam in format ``fmt``, and return what ``RunLog`` counted.
 
@@ -122,7 +140,23 @@ def train(fmt: str, scaler=None, keep_master: bool = True, clip=None, steps: int
     clips (exercise 07-unscale-then-clip); without it the scaler unscales and checks, and
     ``clip_grad_norm_`` clips. The loss is the sum of the examples' losses divided by ``tokens``; the losses
     logged are per example.
+
+    Without master weights (``keep_master=False``, bf16 only for the last two), ``rounding`` says how the updated
+    weights are stored in 16 bits: ``"nearest"``; ``"stochastic"`` (``round_stochastic``, its random numbers from
+    ``seed``) or a function ``(x, u) -> bf16`` that does the same (exercise 07-stochastic-rounding);
+    ``"compensated"``: a second 16-bit number per weight keeps what rounding dropped, and is added to the next
+    update (Kahan's compensated summation). The result also holds the weights kept at the end.
     """
+    if callable(rounding) or rounding == "stochastic":
+        if keep_master or fmt != "bfloat16":
+            raise ValueError("stochastic rounding here is to bf16, of weights kept without a master: "
+                             "train('bfloat16', keep_master=False, rounding=...)")
+        to_bf16 = rounding if callable(rounding) else round_stochastic
+    elif rounding not in ROUNDINGS:
+        raise ValueError(f"rounding is one of {ROUNDINGS} or a function (x, u) -> bf16, not {rounding!r}")
+    elif rounding == "compensated" and keep_master:
+        raise ValueError("compensated summation replaces the master weights: use it with keep_master=False")
+    rng = np.random.default_rng(seed)
     x, labels = classification_data()
     weights = pretrained_weights() if weights is None else weights
     low = dtype(fmt)
@@ -132,6 +166,7 @@ def train(fmt: str, scaler=None, keep_master: bool = True, clip=None, steps: int
     scaler = scaler or StaticLossScaler(1.0)              # a scale of 1: no loss scaling
     log = RunLog(master)
     inputs = Tensor(x.astype(low))
+    carry = [np.zeros(w.shape, dtype=low) for w in master]  # compensated: what rounding dropped, in 16 bits
     for _ in range(steps):
         model.zero_grad()
         logits = model(inputs).to(np.float32)                                 # forward in 16 bits
@@ -150,10 +185,20 @@ def train(fmt: str, scaler=None, keep_master: bool = True, clip=None, steps: int
             w.grad = g
         if clip is None:
             clip_grad_norm_(master, max_norm)                                 # after unscaling
+        before = [w.data.copy() for w in master]
         optimizer.step()                                                      # Adam, on the fp32 masters
         log.updated()
-        for p, w in zip(model.parameters(), master):
-            p.data = w.data.astype(low)                                       # the 16-bit copy, rounded afresh
+        for p, w, old, c in zip(model.parameters(), master, before, carry):
+            if keep_master or rounding == "nearest":
+                p.data = w.data.astype(low)                                   # the 16-bit copy, rounded afresh
+            elif rounding == "compensated":
+                wanted = old + ((w.data - old) + c.astype(np.float32))        # this update plus what was dropped
+                p.data = wanted.astype(low)
+                c[...] = (wanted - p.data.astype(np.float32)).astype(low)     # dropped now: carried to the next
+            else:
+                p.data = np.asarray(to_bf16(w.data.copy(), rng.random(w.shape)))
             if not keep_master:
                 w.data[...] = p.data                                          # no master: only 16 bits kept
-    return log.result()
+    result = log.result()
+    result["weights"] = [w.data.copy() for w in master]
+    return result

@@ -77,9 +77,21 @@ def _forward_backward(ws, x, labels, low, scale, tokens=TOKENS):
     return loss, g3, grads
 
 
-def _train(low, dynamic=False, keep_master=True, steps=200, lr=1e-4, tokens=TOKENS, growth_interval=50):
-    """The notebook's training loop, written again: Adam on fp32 masters, optional dynamic loss scaling."""
+def _stochastic_bf16(values, rng):
+    """fp32 values rounded to bf16 at random, by their bit patterns: the lower 16 bits are the chance of going away
+    from 0 (the companion's round_stochastic works on values instead, with the chance of going up)."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+    away = rng.integers(0, 65536, bits.shape, dtype=np.uint32) < (bits & np.uint32(0xFFFF))
+    return ((bits & np.uint32(0xFFFF0000)) + (away.astype(np.uint32) << np.uint32(16))).view(np.float32)
+
+
+def _train(low, dynamic=False, keep_master=True, steps=200, lr=1e-4, tokens=TOKENS, growth_interval=50,
+           rounding="nearest"):
+    """The notebook's training loop, written again: Adam on fp32 masters, optional dynamic loss scaling; without
+    masters, the weights kept in ``low`` rounded to nearest, stochastically, or with a compensation (Kahan)."""
     x, labels, ws = _start()
+    rng = np.random.default_rng(5)
+    carry = [np.zeros_like(w) for w in ws]
     master = [w.copy() for w in ws]
     m = [np.zeros_like(w) for w in ws]
     v = [np.zeros_like(w) for w in ws]
@@ -110,13 +122,20 @@ def _train(low, dynamic=False, keep_master=True, steps=200, lr=1e-4, tokens=TOKE
             v[i] = 0.999 * v[i] + 0.001 * g * g
             step = np.float32(lr) * (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + np.float32(1e-8))
             new = (master[i] - step).astype(np.float32)
-            kept = new if keep_master else new.astype(low).astype(np.float32)
+            if keep_master or rounding == "nearest":
+                kept = new if keep_master else new.astype(low).astype(np.float32)
+            elif rounding == "stochastic":
+                kept = _stochastic_bf16(new, rng)
+            else:  # compensated: the update plus what rounding dropped before, and what it drops now kept in low
+                wanted = master[i] + ((new - master[i]) + carry[i])
+                kept = wanted.astype(low).astype(np.float32)
+                carry[i] = (wanted - kept).astype(low).astype(np.float32)
             moved += int(np.sum(new != master[i]))
             coasted += int(np.sum((new != master[i]) & (g == 0)))  # no gradient, moved all the same
             lost += int(np.sum((new != master[i]) & (kept == master[i])))
             master[i] = kept
     return {"losses": losses, "skipped": skipped, "scale": scale, "zero": zeros / entries, "lost": lost / moved,
-            "zero moved": coasted / max(zeros, 1)}
+            "zero moved": coasted / max(zeros, 1), "weights": master}
 
 
 def _drop(run):
@@ -562,3 +581,65 @@ def test_07_grad_scaler_refuses_a_second_unscale_before_update():
     scaler.update()
     scaler.scale((p * 2).sum()).backward()
     scaler.unscale_(optimizer)  # after update(), once again allowed
+
+
+# --- the companion: TF32, and bf16 weights without fp32 masters --------------------------------------------------
+
+
+def _tf32(values):
+    """fp32 values to 11 significant bits (TF32's 10 fraction bits), ties to even, by frexp: not by bit patterns."""
+    mantissa, exponent = np.frexp(np.asarray(values, dtype=np.float64))
+    return np.ldexp(np.rint(mantissa * 2.0**11) / 2.0**11, exponent)
+
+
+def test_07_tf32_keeps_10_fraction_bits_and_its_products_err_like_fp16_s():
+    assert list(_tf32([1 + 2**-11, 1 + 3 * 2**-11])) == [1.0, 1 + 2**-9]
+    text = _printed("def tf32(values)", COMPANION)
+    assert "tensorfloat32     19  3.40116e+38           2^-126    2^-10" in text
+    assert "in TF32: [1.0, 1.001953125, 0.0999755859375]" in text
+    assert float(np.float32(3.40116e38)) == pytest.approx((2 - 2**-10) * 2.0**127, rel=1e-5)
+    x, labels, ws = _start()
+    h1 = np.tanh(x.astype(np.float32) @ ws[0] + ws[1]).astype(np.float64)
+    w2 = ws[2].astype(np.float64)
+    exact = h1 @ w2
+    error = lambda p: float(np.median(np.abs(p - exact) / np.abs(exact)))  # noqa: E731
+    tf32, fp16 = error(_tf32(h1) @ _tf32(w2)), error(h1.astype(F16).astype(np.float64) @ w2.astype(F16).astype(np.float64))
+    bf16 = error(h1.astype(BF16).astype(np.float64) @ w2.astype(BF16).astype(np.float64))
+    assert 0.5e-4 <= tf32 < 1.5e-4 and tf32 == pytest.approx(fp16, rel=1e-9)  # "about 1e-4, the same as fp16's"
+    assert 0.5e-3 <= bf16 < 1.5e-3 and error(exact.astype(np.float32)) < 5e-8
+    for name, figure in (("TF32", "1e-04"), ("fp16", "1e-04"), ("bf16", "1e-03"), ("fp32, result", "2e-08")):
+        assert re.search(rf"{re.escape(name)}.*median relative error {figure}", text), name
+
+
+@pytest.mark.upstream
+def test_07_pytorch_keeps_fp32_matrix_products_in_fp32_by_default_and_lets_cudnn_use_tf32():
+    torch = pytest.importorskip("torch")
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.allow_tf32 is True
+
+
+@lru_cache(maxsize=1)
+def _no_master_runs():
+    return {"fp32": _train(np.dtype(np.float32)), "master": _train(BF16), "nearest": _train(BF16, keep_master=False),
+            "stochastic": _train(BF16, keep_master=False, rounding="stochastic"),
+            "compensated": _train(BF16, keep_master=False, rounding="compensated")}
+
+
+def test_07_stochastic_rounding_and_compensation_recover_what_bf16_without_masters_loses():
+    runs = _no_master_runs()
+    share = {name: _drop(r) / _drop(runs["fp32"]) for name, r in runs.items()}
+    assert share["nearest"] < 0.15 and runs["nearest"]["lost"] > 0.85
+    assert abs(share["stochastic"] - 1) < 0.05 and abs(share["compensated"] - 1) < 0.05
+    assert abs(share["compensated"] - share["master"]) < 0.01
+    # most single updates still do not show right after their step, yet they are not lost
+    assert runs["stochastic"]["lost"] > 0.8 and runs["compensated"]["lost"] > 0.8
+
+    def off(run):  # how far a run's weights end from fp32's, as a share of how far fp32's moved
+        distance = lambda a, b: np.sqrt(sum(np.sum((u - v.astype(np.float64)) ** 2) for u, v in zip(a, b)))  # noqa: E731
+        return distance(run["weights"], runs["fp32"]["weights"]) / distance(runs["fp32"]["weights"], _start()[2])
+    assert off(runs["master"]) < 0.06 and off(runs["compensated"]) < 0.08
+    assert 0.15 < off(runs["stochastic"]) < 0.5 and off(runs["nearest"]) > 0.9
+    text = _printed("bf16_runs = {", COMPANION)
+    assert re.search(r"bf16, rounded to nearest\s+2\s+7%\s+94%\s+96%", text)
+    verdicts = _printed("shares = {name: drop_share", COMPANION)
+    assert verdicts.count(": True") == 2

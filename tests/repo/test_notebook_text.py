@@ -25,6 +25,9 @@ STATED = {
         "90%": "selective recomputation and sequence parallelism together remove over 90% of the time overhead "
                "that activation recomputation adds",
     },
+    "08": {  # Chowdhery et al. 2022 (PaLM), section 5.1, on their loss spikes: not measurable here
+        "100": "restarted from a checkpoint about 100 steps before the spike, skipping a few hundred batches",
+    },
 }
 
 NUMBER = re.compile(r"(?<![\w.^/⁻])(\d{1,3}(?:,\d{3})+|\d+\.\d+|\d+)(?:e(-?\d+))?(\s*%)?(?![\w.]*\d)")

@@ -388,3 +388,130 @@ register(CodeExercise(
     hints=("Three steps, in this order: divide by the scale; look for inf or nan (np.isfinite); clip by the global "
            "norm of what is left.",),
 ))
+
+
+# --- code exercise: stochastic rounding to bf16 (the companion's "bf16 without master weights") -------------
+
+
+from ..nb07 import round_stochastic  # noqa: E402  (the reference lives beside the loop that uses it)
+
+
+
+def _bf16():
+    from ...amp import dtype
+    return dtype("bfloat16")
+
+
+# 64 draws of u, symmetric about 1/2 (u and 1 − u both drawn) and never on a simple fraction: whichever neighbour
+# a learner's code calls "the one above" for a negative x, the share of draws that land above x is the same
+_DRAWS = np.sort(np.concatenate([(np.arange(32) + 0.3183098861837907) / 64, 1 - (np.arange(32) + 0.3183098861837907) / 64]))
+
+
+def _neighbours(x):
+    """x's bf16 neighbours below and above, as float64 (equal when x is a bf16 number)."""
+    bf16 = _bf16()
+    nearest = x.astype(bf16)
+    below = np.where(nearest.astype(np.float32) <= x, nearest, np.nextafter(nearest, bf16.type(-np.inf)))
+    above = np.where(nearest.astype(np.float32) >= x, nearest, np.nextafter(nearest, bf16.type(np.inf)))
+    return below.astype(np.float64), above.astype(np.float64)
+
+
+def _run_rounding(fn, x):
+    """Call fn(x, u) once per draw of u; return (the share of draws that land above x, the share that are one of x's
+    two bf16 neighbours), entry by entry."""
+    below, above = _neighbours(x)
+    up = np.zeros(x.shape)
+    next_to_x = np.zeros(x.shape)
+    for u in _DRAWS:
+        out = fn(x.copy(), np.full(x.shape, u))
+        if out is None:
+            raise LearnerError("your function returned None: did it forget to `return` the rounded array?")
+        out = np.asarray(out)
+        if out.shape != x.shape:
+            raise LearnerError(f"return one rounded number per entry of x: shape {x.shape}, not {out.shape}")
+        if out.dtype != _bf16():
+            raise LearnerError(f"return a bf16 array (dtype('bfloat16'), or .astype(dtype('bfloat16'))), not {out.dtype}: "
+                               "the point is what a weight stored in 16 bits holds")
+        values = out.astype(np.float64)
+        up += values > x
+        next_to_x += (values == below) | (values == above)
+    return up / len(_DRAWS), next_to_x / len(_DRAWS)
+
+
+def _rounding_cases():
+    rng = np.random.default_rng(11)
+    near_one = np.float32(1.0) + np.float32(2.0**-9) * np.arange(1, 4, dtype=np.float32)
+    return [Case("hand-checkable", (np.array([1 + 2.0**-9], dtype=np.float32),),
+                 detail="x = 1 + 2⁻⁹: bf16's neighbours are 1 and 1 + 2⁻⁷, a quarter of the way up"),
+            Case("hand-checkable", (near_one,), detail="1 + 2⁻⁹, 1 + 2⁻⁸, 1 + 3·2⁻⁹: a quarter, a half, three quarters"),
+            Case("negative numbers", (-near_one,), note="for a negative x, the neighbour above is the one nearer 0"),
+            Case("bf16 numbers already", (np.array([1.0, -0.5, 0.0, 384.0, 2.0**-20], dtype=np.float32),),
+                 note="a number bf16 holds exactly has nothing to round: it stays as it is, whatever u"),
+            Case("a weight and a small update", (np.float32(0.71875) - np.float32(1e-4) * np.arange(1, 7, dtype=np.float32),),
+                 detail="0.71875 − k · 10⁻⁴", note="the case that matters in training: an update much smaller "
+                 "than bf16's gap, which rounding to nearest loses every time"),
+            Case("random", (rng.standard_normal(50).astype(np.float32),)),
+            Case("random, many scales", ((rng.standard_normal((4, 6)) * 10.0 ** rng.integers(-30, 30, (4, 6))).astype(np.float32),),
+                 detail="a 4 × 6 array from 10⁻³⁰ to 10³⁰")]
+
+
+def _draw_rounding(rng, pick):
+    """A float32 array of the picked rank and kind of values: standard normal, negative, with zeros, tiny, huge."""
+    shape = tuple(int(n) for n in rng.integers(1, 5, pick.rank))
+    return Case(DRAWN, (sample(rng, shape, pick.values, np.float32),), detail=pick.said())
+
+
+def _nearest(x, u):
+    return x.astype(_bf16())
+
+
+def _swapped(x, u):
+    """The mistake: the probability of going up is the distance to the neighbour *above*."""
+    below, above = _neighbours(x)
+    gap = np.where(above > below, above - below, 1.0)
+    return np.where(u < (above - x) / gap, above, below).astype(_bf16())
+
+
+def _chopped(x, u):
+    """The mistake: the lower 16 bits of the fp32 pattern simply dropped (toward 0), no randomness."""
+    return (np.asarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(_bf16())
+
+
+def _coin(x, u):
+    """The mistake: either neighbour with probability 1/2, however close x is to one of them."""
+    below, above = _neighbours(x)
+    return np.where(u < 0.5, above, below).astype(_bf16())
+
+
+register(CodeExercise(
+    key="07-stochastic-rounding",
+    minutes=15,
+    question="Round each entry of x (float32) to one of its two bf16 neighbours, below and above it: to the one "
+             "above when u (uniform in [0, 1), one per entry) is below (x − below) / (above − below), else to the one "
+             "below; a number bf16 holds exactly stays as it is. Return a bf16 array of x's shape.",
+    signature="round_stochastic(x, u) -> bf16 array",
+    reference=round_stochastic,
+    cases=_rounding_cases,
+    outputs=("the share of draws rounded above x", "the share of draws that are one of x's two bf16 neighbours"),
+    run=_run_rounding,
+    domain=Domain(_draw_rounding, ranks=(0, 1, 2, 3), dtypes=(np.float32,), values=VALUES),
+    mistakes=[
+        Mistake("rounding to the nearest",
+                "astype rounds every entry to the nearest bf16 number, whatever u: an update smaller than half the gap "
+                "is lost every time, which is the very problem. Go to the neighbour above with probability "
+                "(x − below) / (above − below).", _nearest),
+        Mistake("the probabilities swapped",
+                "(above − x) / (above − below) is the probability of going *down*: x close to the neighbour below "
+                "would mostly go up. On average that is not x.", _swapped),
+        Mistake("chopping the lower bits",
+                "dropping the last 16 bits of the fp32 pattern rounds every entry toward 0, whatever u: biased, and "
+                "small updates are lost as with rounding to nearest. Keep the 16 bits as a probability.", _chopped),
+        Mistake("a fair coin",
+                "each neighbour with probability 1/2 is not x on average unless x lies halfway: the probability of "
+                "going up is how far x lies from the neighbour below, as a share of the gap.", _coin),
+    ],
+    hints=("The two neighbours: x.astype(dtype('bfloat16')) is the nearest; np.nextafter(that, ±inf), in bf16, "
+           "gives the next one down or up.",
+           "below ≤ x ≤ above; p = (x − below) / (above − below) (0 where they are equal); np.where(u < p, above, "
+           "below)."),
+))
