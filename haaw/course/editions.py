@@ -81,7 +81,7 @@ def reveals(text: str, answer: float, counted: tuple = (), *, prose: bool = Fals
 
 
 def _same_word(a: str, b: str) -> bool:
-    from .exercises.core import _same_word as same
+    from .exercises.core import same_word as same
 
     return same(a, b)
 
@@ -105,12 +105,12 @@ def reveals_array(text: str, answer) -> bool:
 def _numeric_answer(key: str):
     """(answer, the words of what its question counts) for a number exercise, else None."""
     from .exercises import REGISTRY
-    from .exercises.core import NumberExercise, _counted
+    from .exercises.core import NumberExercise, counted_words
 
     ex = REGISTRY.get(key)
     if not isinstance(ex, NumberExercise) or not isinstance(ex.answer, (int, float)):
         return None
-    return float(ex.answer), tuple(w.lower() for w in _counted(ex.question))
+    return float(ex.answer), tuple(w.lower() for w in counted_words(ex.question))
 
 
 def _question(key: str) -> str:
@@ -256,7 +256,7 @@ FORMULA = re.compile(r"(?<![\w/])d[A-Za-z]\w*\s*=\s*[^\s,;.]")  # "dV = Pᵀ G":
 def _expressions(text: str):
     """The arithmetic a text writes out ("0.9 ** 50", "√(3² + 4² + 12²)", "2^(30 − 24)", "−ln(1/31)"), each as a
     value, read without eval (the checker's own reader of typed answers)."""
-    from .exercises.core import _number_text
+    from .exercises.core import number_text
 
     text = text.replace("−", "-").replace("×", "*").replace("·", "*")
     text = re.sub(r"([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)", lambda m: "**(" + m.group(1).translate(_SUPERSCRIPT) + ")", text)
@@ -267,7 +267,7 @@ def _expressions(text: str):
     for part in parts:
         part = part.strip().strip(".").lstrip("*/+^ ").rstrip("*/+-^ ")
         if re.search(r"\d", part) and re.search(r"[-+*/^√]|ln|log|exp|sqrt", part) and re.fullmatch(r"[-+*/^().\d\s√]*(?:(?:ln|log|exp|sqrt)[-+*/^().\d\s]*)*", part):
-            value = _number_text(part)
+            value = number_text(part)
             if value is not None:
                 yield float(value)
 
@@ -280,9 +280,9 @@ def hint_gives_away(ex, text: str) -> str | None:
 
     if isinstance(ex, NumberExercise) and isinstance(ex.answer, (int, float)):
         answer = float(ex.answer)
-        from .exercises.core import _counted
+        from .exercises.core import counted_words
 
-        if reveals(text, answer, tuple(w.lower() for w in _counted(ex.question))):
+        if reveals(text, answer, tuple(w.lower() for w in counted_words(ex.question))):
             return f"it states the answer, {answer:g}"
         if any(math.isclose(v, answer, rel_tol=1e-9) for v in _expressions(text)):
             return f"its arithmetic is the answer, {answer:g}"
