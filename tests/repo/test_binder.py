@@ -230,6 +230,29 @@ def test_the_licences_are_in_place_and_named_in_the_package():
     assert "cff-version: 1.2.0" in citation and f'version: "{project["version"]}"' in citation
 
 
+def test_the_holder_is_named_and_the_repository_is_the_one_binder_uses():
+    """The repository is one setting (binder/repository.txt), as for the Binder links: the citation and the
+    package say the same. The holder the licence names is the citation's author; the guide shows how a fork
+    attributes the course."""
+    import tomllib
+
+    host, _, repository = (ROOT / "binder/repository.txt").read_text().strip().partition("/")
+    assert host == "gh", "binder/repository.txt names a GitHub repository: gh/owner/name"
+    url = f"https://github.com/{repository}"
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert re.findall(r'^(?:repository-code|url): "([^"]+)"$', citation, re.M) == [url, url]
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"] == url
+    holder = re.search(r'^authors:\n  - name: "([^"]+)"', citation, re.M).group(1)
+    assert "authors" not in holder.lower(), f"the holder is a name, not {holder!r}"
+    copyright_line = next(line for line in (ROOT / "LICENSE").read_text().splitlines() if line.startswith("Copyright"))
+    assert re.fullmatch(rf"Copyright \(c\) 20\d\d {re.escape(holder)}\b.*", copyright_line), copyright_line
+    assert f"© 2026\n{holder}" in (ROOT / "README.md").read_text() or f"© 2026 {holder}" in (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs/instructor-guide.md").read_text()
+    fork = guide.split("## Teaching from a fork", 1)[1].split("\n## ", 1)[0]
+    for needed in ("binder/repository.txt", "CITATION.cff", "LICENSE", "CC BY 4.0", "MIT", holder, url):
+        assert needed in fork, f"the guide's fork section does not say {needed!r}"
+
+
 def test_the_answer_key_is_complete():
     from haaw.course.answer_key import render
     from haaw.course.exercises import REGISTRY
