@@ -160,7 +160,7 @@ def test_the_instructor_guide_covers_every_notebook_with_measured_times():
         assert f"| {label} | " in generated, f"no measured row for {path.name}"
         for key in re.findall(r"check\(\s*[\"']([^\"']+)", path.read_text().replace('\\"', '"')):
             assert f"`{key}`" in generated, f"{key} is missing from the guide"
-    for plan in ("2-hour session", "3-hour workshop", "The core path in two days", "If Binder is down", "HAAW_SOLUTIONS=off",
+    for plan in ("2-hour session", "Half a day", "One day", "Two days", "If Binder is down", "HAAW_SOLUTIONS=off",
                  "00_setup_check.ipynb"):
         assert plan in guide
 

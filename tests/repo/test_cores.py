@@ -213,3 +213,23 @@ def test_the_core_path_takes_at_most_ten_hours_and_the_readme_says_how_many():
     words = {8: "eight", 9: "nine", 10: "ten"}
     said = re.search(r"core path takes about\s+(\w+)\s+learner-hours", (ROOT / "README.md").read_text())
     assert said and said.group(1) == words.get(round(minutes / 60)), (minutes, said and said.group(1))
+
+
+def plans_over_their_slot(plans: dict) -> list[str]:
+    model = _model()
+    notebooks = course_notebooks(NOTEBOOKS)
+    measured = model.stored_measurements(notebooks)
+    return [f"{name}, day {day}: {total:.0f} minutes in a slot of {slot}" for name, (slot, steps) in plans.items()
+            for day, (total, _) in enumerate(model.plan_days(steps, notebooks, measured), 1) if total > slot]
+
+
+def test_every_plan_fits_its_slot_and_the_two_hours_reach_the_learner_s_backward():
+    plans = _model().PLANS
+    assert plans_over_their_slot(plans) == []
+    planted = {"two whole cores in two hours": (120, ["launch", ("01", None), "break", ("02", None)])}
+    assert [p.split(":")[0] for p in plans_over_their_slot(planted)] == ["two whole cores in two hours, day 1"]
+    _, two_hours = plans["A 2-hour session"]
+    (taken,) = [last for step in two_hours if isinstance(step, tuple) for number, last in [step] if number == "02"]
+    nb = nbformat.read(next(p for p in CORES if p.name.startswith("02")), as_version=4)
+    end = next(i for i, c in enumerate(nb.cells) if re.search(rf"^## {taken + 1}\. ", c.source, re.M))
+    assert any('check("02-backward"' in c.source for c in nb.cells[:end]), "two hours end before 02's backward"
