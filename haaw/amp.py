@@ -129,4 +129,5 @@ class MasterWeights:
 
 
 plugins.slot("loss_scale", "update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, "
-                           "growth_interval) -> (new scale, new good_steps)", refuses=("amp.DynamicLossScaler.update",))
+                           "growth_interval) -> (new scale, new good_steps)",
+             refuses=("amp.DynamicLossScaler.update", "torch.amp.GradScaler"))

@@ -101,4 +101,4 @@ class Adam(Optimizer):
 
 
 plugins.slot("adam", "adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (new p, new m, new v), t counting from 1",
-             refuses=("optim.Adam.step",))
+             refuses=("optim.Adam.step", "torch.optim"))

@@ -45,8 +45,8 @@ def launch_box(name: str) -> str:
         "```{admonition} Run this notebook\n:class: haaw-launch\n\n"
         "This page shows the notebook as it was last run; its sliders and exercises need a running kernel.\n"
         f"[Launch it on Binder]({binder_url(name)}) (in JupyterLab, nothing to install; the first start can take a "
-        f"few minutes), or {{download}}`download the notebook <{name}>` and run it on your machine "
-        "(see the [quick start](../index.md#quick-start)).\n```\n")
+        f"few minutes), or {{download}}`download the notebook <{Path(name).name}>` and run it on your machine "
+        f"(see the [quick start]({'../' * (name.count('/') + 1)}index.md#quick-start)).\n```\n")
 
 
 def explorer_note(name: str) -> str:
@@ -54,7 +54,12 @@ def explorer_note(name: str) -> str:
         "```{admonition} Interactive explorer\n:class: haaw-explorer\n\n"
         "The cell above builds an explorer whose sliders redraw its output in a running notebook; "
         "a static page cannot run it. "
-        f"[Launch this notebook on Binder]({binder_url(name)}) or {{download}}`download it <{name}>` to use it.\n```\n")
+        f"[Launch this notebook on Binder]({binder_url(name)}) or {{download}}`download it <{Path(name).name}>` to use it.\n```\n")
+
+
+def _in_notebooks(path: Path) -> str:
+    """A notebook's path inside notebooks/: "04_gradient_flow.ipynb", "deeper/04_gradient_flow_deeper.ipynb"."""
+    return path.name if path.parent.name != "deeper" else f"deeper/{path.name}"
 
 
 def stage_notebook(path: Path, out: Path) -> None:
@@ -66,14 +71,37 @@ def stage_notebook(path: Path, out: Path) -> None:
     nb.metadata.pop("widgets", None)  # the explorers' saved state: it would only pull in a widget manager
     cells = []
     for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            cell.source = relink_notebook(cell.source)
         cells.append(cell)
         if i == 0 and cell.cell_type == "markdown":
-            cells.append(nbformat.v4.new_markdown_cell(launch_box(path.name), id="haaw-site-launch"))
+            cells.append(nbformat.v4.new_markdown_cell(launch_box(_in_notebooks(path)), id="haaw-site-launch"))
         if cell.cell_type == "code" and any(WIDGET in o.get("data", {}) for o in cell.outputs):
             cell.outputs = [o for o in cell.outputs if WIDGET not in o.get("data", {})]
-            cells.append(nbformat.v4.new_markdown_cell(explorer_note(path.name), id=f"haaw-site-explorer-{i}"))
+            cells.append(nbformat.v4.new_markdown_cell(explorer_note(_in_notebooks(path)), id=f"haaw-site-explorer-{i}"))
     nb.cells = cells
     nbformat.write(nb, out)
+
+
+def site_anchor(anchor: str) -> str:
+    """A heading's anchor as JupyterLab makes it ("2.-Backward:-one-link-at-a-time", the form the notebooks and docs
+    link with) turned into the site's (MyST's GitHub-style slug, "2-backward-one-link-at-a-time")."""
+    from urllib.parse import unquote
+
+    from myst_parser.slugs import github_slugify
+
+    return github_slugify(unquote(anchor).replace("`", ""))
+
+
+def relink_notebook(text: str) -> str:
+    """A notebook's links to headings (in the same notebook or another) with the site's anchors."""
+    def fix(match):
+        path, _, anchor = match.group(2).partition("#")
+        if not anchor or re.match(r"[a-z]+:", path) or (path and not path.endswith(".ipynb")):
+            return match.group(0)
+        return match.group(1) + f"{path}#{site_anchor(anchor)}" + match.group(3)
+
+    return LINK.sub(fix, text)
 
 
 def relink(text: str, source: Path, staged: set[Path]) -> str:
@@ -84,6 +112,8 @@ def relink(text: str, source: Path, staged: set[Path]) -> str:
             return match.group(0)
         path, _, anchor = target.partition("#")
         resolved = (source.parent / path).resolve()
+        if resolved in staged and anchor and resolved.suffix == ".ipynb":
+            return match.group(1) + f"{path}#{site_anchor(anchor)}" + match.group(3)
         if resolved in staged or not resolved.exists() or ROOT not in resolved.parents:
             return match.group(0)
         kind = "tree" if resolved.is_dir() else "blob"
@@ -115,18 +145,21 @@ DOC_ORDER = ["instructor-guide", "sections", "pytorch", "editions", "testing", "
 
 
 def stage(folder: Path) -> None:
+    from haaw.course.editions import course_notebooks
+
     if folder.exists():
         shutil.rmtree(folder)
     (folder / "notebooks").mkdir(parents=True)
     (folder / "docs").mkdir()
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    notebooks = course_notebooks(ROOT / "notebooks")
     pages = [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in LEFT_OUT]
     extra = [ROOT / name for name in ("LICENSE", "LICENSE-CC-BY-4.0.txt", "CITATION.cff")]
     pictures = sorted((ROOT / "docs").glob("*.png"))
     results = sorted((ROOT / "docs" / "results").glob("*")) if (ROOT / "docs" / "results").is_dir() else []
     staged = {p.resolve() for p in [ROOT / "README.md", *notebooks, *pages, *extra, *pictures, *results]}
     for path in notebooks:
-        stage_notebook(path, folder / "notebooks" / path.name)
+        (folder / "notebooks" / path.relative_to(ROOT / "notebooks")).parent.mkdir(exist_ok=True)
+        stage_notebook(path, folder / "notebooks" / path.relative_to(ROOT / "notebooks"))
     for path in pages:
         (folder / "docs" / path.name).write_text(relink(path.read_text(), path, staged))
     for path in pictures + extra:
@@ -137,7 +170,8 @@ def stage(folder: Path) -> None:
     docs = sorted((p.stem for p in pages), key=lambda stem: (order.get(stem, len(order)), stem))
     docs += [f"results/{p.stem}" for p in results if p.suffix == ".md"]  # the measured figures, written by scripts
     index = relink((ROOT / "README.md").read_text(), ROOT / "README.md", staged)
-    index += TOC.format(notebooks="\n".join(f"notebooks/{p.stem}" for p in notebooks),
+    index += TOC.format(notebooks="\n".join(f"notebooks/{p.relative_to(ROOT / 'notebooks').with_suffix('').as_posix()}"
+                                              for p in notebooks),
                         docs="\n".join(f"docs/{stem}" for stem in docs))
     (folder / "index.md").write_text(index)
 

@@ -32,9 +32,10 @@ def _measure_notebooks():
 def derived() -> dict[Path, str]:
     """{file: the text it should hold}."""
     from haaw.course.answer_key import render
+    from haaw.course.editions import course_notebooks
 
     measure = _measure_notebooks()
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    notebooks = course_notebooks(ROOT / "notebooks")
     files = measure.generated_files(notebooks, measure.stored_measurements(notebooks))
     files[ROOT / "docs" / "answer-key.md"] = render()
     return files

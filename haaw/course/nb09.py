@@ -52,6 +52,18 @@ def summed_loss(model, x, y):
     return (err * err).sum()
 
 
+def flat(arrays) -> np.ndarray:
+    """Arrays (a model's gradients, say) laid end to end in one vector: the one buffer an all-reduce sends."""
+    return np.concatenate([np.ravel(a) for a in arrays])
+
+
+def set_grads(model, vector) -> None:
+    """Cut a flat gradient back into one piece per parameter, into ``.grad``, where the optimizer reads it."""
+    sizes = np.cumsum([p.data.size for p in model.parameters()])[:-1]
+    for p, piece in zip(model.parameters(), np.split(np.asarray(vector), sizes)):
+        p.grad = piece.reshape(p.shape)
+
+
 def shard_gradient(weights, x, y, total: int | None = None) -> list:
     """Gradient of (sum of this shard's squared errors) / total, as plain arrays."""
     model = model_with(weights)

@@ -218,7 +218,9 @@ class Recipe:
                    the pieces differ in size); False: its own mean divided by the number of pieces (08, 09).
     max_norm       clip the global gradient norm to this, after unscaling (04, 07); None: no clipping.
     warmup         raise the learning rate linearly over this many steps, then let it decay along a half
-                   cosine to 0 by step ``steps``; 0 (and no ``decay_from``): a constant rate ``lr``.
+                   cosine to ``floor`` by step ``steps``; 0 (and no ``decay_from``): a constant rate ``lr``.
+    floor          where the half cosine ends, as a share of ``lr``: 0 (the default) decays to 0; LLaMA's recipe
+                   ends at 0.1, a tenth of the peak rate.
     decay_from     the step the half cosine starts from (None: where the warmup ends); between the warmup's end
                    and it, the rate is ``lr``. A control that differs from another run in its warmup only sets
                    it to the other run's warmup.
@@ -235,6 +237,7 @@ class Recipe:
     max_norm: float | None = None
     warmup: int = 0
     decay_from: int | None = None
+    floor: float = 0.0
     steps: int = 100
     workers: int = 1
     all_reduce: bool = True
@@ -247,7 +250,7 @@ class Recipe:
         return self.precision in ("bfloat16", "float16")
 
     def learning_rate(self, step: int) -> float:
-        """The rate for ``step`` (counting from 0): linear warmup, then a half cosine down to 0."""
+        """The rate for ``step`` (counting from 0): linear warmup, then a half cosine down to ``floor`` · lr."""
         if not self.warmup and self.decay_from is None:
             return self.lr
         if step < self.warmup:
@@ -256,7 +259,9 @@ class Recipe:
         if step < start:
             return self.lr
         progress = min(1.0, (step - start) / max(1, self.steps - start))
-        return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
+        if not self.floor:
+            return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
+        return self.lr * (self.floor + (1 - self.floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 class Worker:

@@ -33,8 +33,8 @@ def plot_tangent_step(w: float = 2.0, x: float = 3.0, lr: float = 0.01, ax=None)
     ax.text((w + s.w_new) / 2, 0.11 * top, "step −η·dL/dw", ha="center", fontsize=SMALLEST_TEXT, color=P[2])
     for at, height in ((w, s.loss), (s.w_new, s.loss_new)):
         ax.plot([at, at], [0, height], ls=":", color="0.6", lw=1)
-    ax.plot([s.w_new], [s.loss_new], "o", color=P[2],
-            label=f"after one step: w = {s.w_new:.3g}, L = {s.loss_new:.3g}")
+    # no numbers in the legend: at the defaults they are the answer to notebook 01's exercise 4
+    ax.plot([s.w_new], [s.loss_new], "o", color=P[2], label="after one step")
     ax.set(xlabel="w", ylabel="L", ylim=(-0.05 * top, top), xlim=(-span, span))
     ax.axhline(0, color="0.8", lw=0.8)
     ax.legend(loc="upper center", fontsize=SMALLEST_TEXT, frameon=False)
@@ -94,16 +94,20 @@ def plot_decision_boundary(model, points, labels, ax=None, title=""):
     return ax
 
 
-def plot_gradient_norms(curves: dict, ax=None, title: str = ""):
-    """Gradient norm reaching each layer's input, one line per setting, on a log scale."""
+def plot_gradient_norms(curves: dict, ax=None, title: str = "", legend: bool = True):
+    """Gradient norm reaching each layer's input, one line per setting, on a log scale.
+
+    With more than one line, the legend goes outside the axes, to the right, where it cannot cover a line
+    (``legend=False`` leaves it out, for all but one panel of a row that shares one)."""
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.4))
+        _, ax = plt.subplots(figsize=(8, 3.4))
     for name, norms in curves.items():
         ax.semilogy(np.arange(len(norms)), norms, label=name)
     ax.set(xlabel="layer (0 = input end)", ylabel="‖dL/d(layer input)‖", title=title)
-    ax.legend(frameon=False, fontsize=SMALLEST_TEXT)
+    if legend and len(curves) > 1:
+        ax.legend(frameon=False, fontsize=SMALLEST_TEXT, loc="upper left", bbox_to_anchor=(1.01, 1))
     return ax
 
 
@@ -127,38 +131,54 @@ def plot_block_gradients(root, named: dict, ax=None):
     joined as the engine's graph joins them (``haaw.tools.condense``), each with ‖dL/d·‖.
 
     An arrow into a box comes from the nearest named tensor it was computed from; an arrow that skips
-    boxes, drawn on the right, is a residual path. Narrow enough to read at any notebook width."""
+    boxes, drawn on the right, is a residual path. A tensor computed by a sum gets a circled + just above
+    its box, where the arrows of its inputs meet: the node whose backward hands its gradient to both.
+    Narrow enough to read at any notebook width."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
     from ..engine.autograd import topological_order
-    from ..engine.graph import parents
+    from ..engine.graph import operation, parents
     from ..tools.condense import condense
 
-    summary = condense(root, {id(t): (label, label) for label, t in named.items()})
+    summary = condense(root, {id(t): (label, operation(t)) for label, t in named.items()})
     order = topological_order(summary)  # each box after the boxes it was computed from
     row = {id(s): i for i, s in enumerate(order)}
+    is_sum = {id(s): operation(s) == "add" and len(parents(s)) == 2 for s in order}
+    height, y = {}, 0.0
+    for s in order:  # a sum's box sits lower, to leave room for its + above it
+        y -= (1.6 if is_sum[id(s)] else 1.0) if height else 0.0
+        height[id(s)] = y
     if ax is None:
-        _, ax = plt.subplots(figsize=(4.4, 0.7 * len(order) + 0.5))
-    half_w, half_h = 1.0, 0.27
+        _, ax = plt.subplots(figsize=(4.4, 0.62 * (1 - y) + 0.7))
+    half_w, half_h, lane = 1.0, 0.25, 1.25  # residual paths run down the lane, right of the boxes
+    sum_size = 18  # points: the circled + (a marker, round at any aspect ratio)
+    arrow = dict(arrowstyle="-|>", color="#777", lw=1.2, shrinkA=0, shrinkB=1)
+    residual = dict(color=P[3], lw=1.4, ls="-")
     for s in order:
-        y = -row[id(s)]
+        y = height[id(s)]
         grad = "no gradient" if s.grad is None else f"‖grad‖ = {s.grad:.3f}"
         ax.add_patch(FancyBboxPatch((-half_w, y - half_h), 2 * half_w, 2 * half_h, boxstyle="round,pad=0.02",
                                     fc="#f4f7fb", ec="#333"))
         ax.text(-0.92, y, s.label, ha="left", va="center", fontsize=10, fontweight="bold")
         ax.text(0.92, y, grad, ha="right", va="center", fontsize=10)
+        into = (0, y + 0.8) if is_sum[id(s)] else (0, y + half_h)  # where the inputs' arrows end
+        end = sum_size / 2 + 1 if is_sum[id(s)] else 1  # points short of it: the circle's edge
+        if is_sum[id(s)]:
+            ax.plot(*into, "o", ms=sum_size, mfc="white", mec=P[3], mew=1.6, zorder=3)
+            ax.text(*into, "+", ha="center", va="center", fontsize=13, fontweight="bold", color=P[3], zorder=4)
+            ax.annotate("", xy=(0, y + half_h), xytext=into, arrowprops={**arrow, "shrinkA": sum_size / 2})
         for p in parents(s):
-            top = -row[id(p)]
+            top = height[id(p)]
             if row[id(s)] - row[id(p)] == 1:
-                ax.annotate("", xy=(0, y + half_h), xytext=(0, top - half_h),
-                            arrowprops=dict(arrowstyle="-|>", color="#777", lw=1.2, shrinkA=0, shrinkB=1))
-            else:  # a residual path: around the right of the boxes in between
-                ax.annotate("", xy=(half_w, y + 0.1), xytext=(half_w, top - 0.1), annotation_clip=False,
-                            arrowprops=dict(arrowstyle="-|>", color=P[3], lw=1.4, shrinkA=0, shrinkB=1,
-                                            connectionstyle="bar,fraction=-0.1"))
-    ax.set_title("forward runs down; ‖grad‖ = ‖dL/d·‖ after backward", fontsize=SMALLEST_TEXT)
-    ax.set(xlim=(-1.1, 1.5), ylim=(-len(order) + 0.5, 0.5))
+                ax.annotate("", xy=into, xytext=(0, top - half_h), arrowprops={**arrow, "shrinkB": end})
+            else:  # a residual path: out of the right of its box, down the lane, into the + (or the box)
+                meet = into if is_sum[id(s)] else (half_w, y)
+                ax.plot([half_w, lane, lane], [top, top, meet[1]], **residual)
+                ax.annotate("", xy=meet, xytext=(lane, meet[1]), annotation_clip=False,
+                            arrowprops=dict(arrowstyle="-|>", shrinkA=0, shrinkB=end, **residual))
+    ax.set_title("forward runs down; ⊕ adds its two inputs;\n‖grad‖ = ‖dL/d·‖ after backward", fontsize=SMALLEST_TEXT)
+    ax.set(xlim=(-1.1, 1.4), ylim=(min(height.values()) - 0.5, 0.5))
     ax.axis("off")
     return ax
 

@@ -45,9 +45,28 @@ def show_figure(description: str, fig=None) -> None:
 
         data, metadata = shell.display_formatter.format(fig)
         data["text/plain"] = f"Figure: {description}"
+        metadata = {**metadata, FIGURE_TEXT: figure_text(fig)}  # read by the student edition, which clears a leak
         display(data, raw=True, metadata=metadata)
     plt.close(fig)
     print(f"Figure: {description}")
+
+
+FIGURE_TEXT = "haaw/figure-text"  # an output's metadata key: the words drawn in its figure
+
+
+def figure_text(fig) -> list:
+    """The words drawn in ``fig``: titles, axis labels, legend entries and annotations (not tick labels), so that
+    a reader of the stored notebook (the student edition's) can see what a picture says without its pixels."""
+    texts = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) is not None else []
+    for ax in fig.get_axes():
+        texts += [ax.get_title(loc) for loc in ("left", "center", "right")]
+        texts += [ax.get_xlabel(), ax.get_ylabel()]
+        legend = ax.get_legend()
+        if legend is not None:
+            texts += [legend.get_title().get_text(), *(t.get_text() for t in legend.get_texts())]
+        texts += [t.get_text() for t in ax.texts]
+    legends = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    return [t for t in texts + legends + [t.get_text() for t in fig.texts] if t and t.strip()]
 
 
 def _ipython():

@@ -11,23 +11,43 @@ again, without end. So, while a learner's function runs, the implementations it 
   or a cell that is not running the learner's code, is untouched, and no module attribute is ever replaced;
 - a refused call raises ``ShortcutRefused``, whose message says what was called and what to write instead.
 
-``"torch.autograd"`` is a name too: PyTorch's autograd cannot be marked here, so while it is refused PyTorch runs
-with gradients off (thread-local, as its ``no_grad``), and the failure of its ``.backward()`` is turned into this
-module's message. (``torch.func``'s transforms ignore the mode and are not refused.)
+PyTorch's own versions are names too (``TORCH``: its autograd, ``torch.func``'s transforms, ``torch.optim``,
+``clip_grad_norm_``, the ``GradScaler``). PyTorch cannot be marked where it is defined, so while one of them is
+refused a ``TorchFunctionMode`` (thread-local, as PyTorch's ``no_grad`` is) looks at every torch call the learner's
+code makes, and refuses one made from inside that part of PyTorch's source (``torch.func.vjp`` calls the learner's
+function from torch/_functorch/eager_transforms.py), or one of its functions called directly
+(``torch._amp_update_scale_``). While its autograd is refused PyTorch also runs with gradients off, and the failure
+of its ``.backward()`` is turned into this module's message.
 """
 from __future__ import annotations
 
 import functools
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-# name -> what a learner calls it, for every implementation marked refusable (and PyTorch's autograd)
-REFUSABLE: dict[str, str] = {"torch.autograd": "PyTorch's autograd (.backward() on a torch tensor)"}
+# PyTorch's versions of what the exercises rebuild: name -> (what a learner calls it, the files of PyTorch's source
+# (under torch/) from which it calls back into torch, the names of its functions that do the work when called directly)
+TORCH = {
+    "torch.autograd": ("PyTorch's autograd (.backward() on a torch tensor, torch.autograd.grad or "
+                       "torch.autograd.functional)",
+                       ("autograd/__init__.py", "autograd/functional.py", "autograd/forward_ad.py",
+                        "autograd/gradcheck.py"),
+                       ("backward", "grad")),
+    "torch.func": ("PyTorch's function transforms (torch.func.vjp, grad, jacrev, jacfwd, jvp)",
+                   ("_functorch/eager_transforms.py",), ()),
+    "torch.optim": ("PyTorch's optimizers (torch.optim)", ("optim/",),
+                    ("_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_")),
+    "torch.clip_grad_norm_": ("PyTorch's clip_grad_norm_ (torch.nn.utils)", ("nn/utils/clip_grad.py",), ()),
+    "torch.amp.GradScaler": ("PyTorch's GradScaler (torch.amp)", ("amp/grad_scaler.py", "cuda/amp/grad_scaler.py"),
+                             ("_amp_update_scale_", "_amp_foreach_non_finite_check_and_unscale_")),
+}
+# name -> what a learner calls it, for every implementation marked refusable (and PyTorch's)
+REFUSABLE: dict[str, str] = {name: called for name, (called, _, _) in TORCH.items()}
 # what the engine's backward is made of: refused while any learner function runs in a slot (plugins.use)
-BACKWARD = ("autograd.backward", "autograd.topological_order", "ops.vjp", "torch.autograd")
+BACKWARD = ("autograd.backward", "autograd.topological_order", "ops.vjp", "torch.autograd", "torch.func")
 
 _refused: ContextVar[Mapping[str, str]] = ContextVar("haaw_refused", default=MappingProxyType({}))
 
@@ -74,19 +94,73 @@ def refusing(names: Iterable[str]):
     """Run the block with the implementations ``names`` refused (added to what is refused already)."""
     names = tuple(names)  # a name not marked yet (its module not imported) is refused once it is
     token = _refused.set(MappingProxyType({**_refused.get(), **dict.fromkeys(names, "")}))
-    torch = sys.modules.get("torch") if "torch.autograd" in names else None  # never imported here
+    in_torch = tuple(name for name in names if name in TORCH)
+    torch = sys.modules.get("torch") if in_torch else None  # never imported here
     try:
-        if torch is not None and hasattr(torch, "set_grad_enabled"):
-            with torch.set_grad_enabled(False):
+        if torch is not None and hasattr(torch, "set_grad_enabled") and hasattr(torch, "overrides"):
+            with _torch_refusing(torch, in_torch, sys._getframe(2)):
                 yield
         else:
             yield
     except RuntimeError as error:  # PyTorch's .backward() with gradients off: say why they were off
-        if torch is not None and "does not require grad" in str(error):
+        if torch is not None and "torch.autograd" in in_torch and "does not require grad" in str(error):
             raise ShortcutRefused(_message("torch.autograd")).with_traceback(error.__traceback__) from None
         raise
     finally:
         _refused.reset(token)
+
+
+@contextmanager
+def _torch_refusing(torch, names: tuple, outer):
+    """PyTorch, for the block, with its versions ``names`` refused: a mode that sees every torch call (see the
+    module's docstring), and gradients off if its autograd is refused. ``outer`` is the frame that opened the block:
+    the frames above it are not the learner's, and are not looked at."""
+    from os.path import dirname
+
+    mode = _torch_mode_class(torch)(names, outer, dirname(torch.__file__) + "/")
+    with torch.set_grad_enabled(False) if "torch.autograd" in names else nullcontext(), mode:
+        yield
+
+
+_TORCH_MODE = []  # the mode's class, made once PyTorch is imported (this module never imports it)
+
+
+def _torch_mode_class(torch):
+    if _TORCH_MODE:
+        return _TORCH_MODE[0]
+
+    class RefusingTorchShortcuts(torch.overrides.TorchFunctionMode):
+        """Refuses a torch call made from inside one of the refused parts of PyTorch (TORCH), or one of their
+        functions called directly; every other torch call runs as it would."""
+
+        def __init__(self, names, outer, root):
+            super().__init__()
+            self.names, self.outer, self.root = names, outer, root
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = self.refused(func)
+            if name:
+                raise ShortcutRefused(_message(name))
+            return func(*args, **(kwargs or {}))
+
+        def refused(self, func) -> str:
+            called = getattr(func, "__name__", "")
+            for name in self.names:
+                if called in TORCH[name][2]:
+                    return name
+            frame = sys._getframe(2)
+            while frame is not None and frame is not self.outer:
+                filename = frame.f_code.co_filename
+                if filename.startswith(self.root):
+                    inside = filename[len(self.root):].replace("\\", "/")
+                    for name in self.names:
+                        if inside.startswith(TORCH[name][1]):
+                            return name
+                frame = frame.f_back
+            return ""
+
+    _TORCH_MODE.append(RefusingTorchShortcuts)
+    return RefusingTorchShortcuts
 
 
 def while_refusing(fn, names: Iterable[str]):

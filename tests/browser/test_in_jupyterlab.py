@@ -34,13 +34,13 @@ from pathlib import Path
 
 import pytest
 
-from haaw.course.editions import EXERCISE, student_notebook
+from haaw.course.editions import EXERCISE, course_notebooks, student_notebook
 from haaw.tools.crosscheck import SKIP_NOTE
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = course_notebooks(ROOT / "notebooks")
 CHROMIUM = os.environ.get("HAAW_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -134,7 +134,9 @@ def lab(tmp_path_factory):
                 cell.outputs, cell.execution_count = [], None
         if not path.name.startswith("00"):  # the setup check has no exercise to ask a solution for
             nb.cells.append(nbformat.v4.new_code_cell(SOLUTION_PROBE.format(key=first_exercise(nb))))
-        nbformat.write(nb, served / "notebooks" / path.name)
+        target = served / path.relative_to(ROOT)  # notebooks/NN_name.ipynb, or notebooks/deeper/NN_name_deeper.ipynb
+        target.parent.mkdir(exist_ok=True)
+        nbformat.write(nb, target)
     (served / "broken.ipynb").write_text(json.dumps(BROKEN))
     (served / "see-through.ipynb").write_text(json.dumps(SEE_THROUGH))
     home = served / ".home"  # nothing is written into the real $HOME
@@ -463,7 +465,7 @@ def notebook_runs(lab, app, screenshots, request):
     results, start = {}, time.monotonic()
     folder, light_shots = screenshots
     waiting = ["see-through.ipynb", "broken.ipynb"]
-    waiting += [f"notebooks/{path.name}" for path in sorted(NOTEBOOKS, key=lambda path: -path.stat().st_size)]
+    waiting += [path.relative_to(ROOT).as_posix() for path in sorted(NOTEBOOKS, key=lambda path: -path.stat().st_size)]
     running = []
     while waiting or running:
         while waiting and len(running) < PARALLEL:

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from haaw.course.editions import course_notebooks
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +199,7 @@ def all_pages(site: Path) -> list[Path]:
 
 def test_every_page_loads_offline_with_its_figures_math_and_links(site, serve, chromium):
     pages = all_pages(site)
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    notebooks = course_notebooks(ROOT / "notebooks")
     assert {p.stem for p in notebooks} <= {p.stem for p in pages}, "a notebook has no page"
     for name in ("index", "docs/instructor-guide", "docs/pytorch", "docs/testing", "docs/performance"):
         assert site / f"{name}.html" in pages, f"{name} has no page"
@@ -206,9 +208,10 @@ def test_every_page_loads_offline_with_its_figures_math_and_links(site, serve, c
 
 def test_every_notebook_page_has_its_launch_links_and_no_widget_left(site):
     repository = (ROOT / "binder" / "repository.txt").read_text().strip()
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        html = (site / "notebooks" / f"{path.stem}.html").read_text()
-        binder = f"https://mybinder.org/v2/{repository}/HEAD?urlpath=lab/tree/notebooks/{path.name}"
+    for path in course_notebooks(ROOT / "notebooks"):
+        inside = path.relative_to(ROOT / "notebooks")
+        html = (site / "notebooks" / inside.with_suffix(".html")).read_text()
+        binder = f"https://mybinder.org/v2/{repository}/HEAD?urlpath=lab/tree/notebooks/{inside.as_posix()}"
         assert binder in html.replace("&amp;", "&"), f"{path.name}: no Binder link"
         download = re.search(rf'href="(\.\./_downloads/[0-9a-f]+/{re.escape(path.name)})"', html)
         assert download and (site / "notebooks" / download.group(1)).is_file(), f"{path.name}: no download"

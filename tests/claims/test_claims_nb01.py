@@ -110,6 +110,30 @@ def test_01_the_central_difference_has_no_truncation_error_on_a_parabola_only_ro
     assert 1e-9 < central[3] < 1e-8
 
 
+def test_01_backward_starts_at_the_loss_with_1_and_writes_gradients_only(stored_output):
+    """Backward is not the model run in reverse: it starts at the output with dL/dL = 1, but no value of the forward
+    pass changes and no input is rebuilt; only .grad is written."""
+    w, x = Value(2.0), Value(3.0)
+    y = w * x
+    loss = y**2
+    before = [v.data for v in (w, x, y, loss)]
+    loss.backward()
+    assert loss.grad == 1.0
+    assert [v.data for v in (w, x, y, loss)] == before
+    assert (y.grad, w.grad, x.grad) == (12.0, 36.0, 24.0)
+    printed = stored_output("01", "before = [v.data for v in (w, x, y, L)]")
+    assert "dL/dL = 1\n" in printed and "unchanged" in printed and "CHANGED" not in printed
+
+
+def test_01_the_central_difference_s_truncation_error_is_h2_on_a_cubic():
+    def cube(w):
+        return w**3
+
+    for h in (Fraction(1, 10), Fraction(1, 100), Fraction(1, 1000)):  # exact arithmetic
+        assert (cube(2 + h) - cube(2)) / h - 12 == 6 * h + h**2
+        assert (cube(2 + h) - cube(2 - h)) / (2 * h) - 12 == h**2
+
+
 def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances():
     for off, ok in ((1e-6, True), (5e-6, True), (2e-5, False), (1e-4, False)):
         # a multiplication whose backward is wrong by a relative `off`: backward 3·(1 + off), finite diff. 3
@@ -119,6 +143,12 @@ def test_01_gradcheck_s_ok_is_numpy_s_allclose_test_with_its_default_tolerances(
         a, n = report.rows[0].analytic.item(), report.rows[0].numeric.item()
         assert (abs(a - n) <= 1e-8 + 1e-5 * abs(n)) is ok
     assert gradcheck(lambda w, x: (w * x) ** 2, 2.0, 3.0).ok
+    # below about 1e-3 the fixed 1e-8 decides: a gradient of 1e-9, twice what it should be, still passes
+    with plugins.use(mul=lambda a, b: (a * b, (2 * b, 2 * a))):
+        report = gradcheck(lambda w: w * 1e-9, 2.0)
+    assert report.ok and report.rows[0].analytic.item() == pytest.approx(2 * report.rows[0].numeric.item())
+    with plugins.use(mul=lambda a, b: (a * b, (2 * b, 2 * a))):
+        assert not gradcheck(lambda w: w * 1e-3, 2.0).ok  # at 1e-3 the same bug is caught
 
 
 @pytest.mark.upstream

@@ -356,3 +356,115 @@ def test_02_at_a_tie_torch_maximum_splits_the_gradient():
     ta, tb = torch.tensor(1.0, requires_grad=True), torch.tensor(1.0, requires_grad=True)
     (torch.maximum(ta, tb) * 2).backward()
     assert (ta.grad.item(), tb.grad.item()) == (1.0, 1.0)
+
+
+def _charged(operation, *inputs):
+    """The (forward, backward) FLOPs that count_flops charges for operation(*tensors), each input (shape, needs grad)."""
+    from haaw import Tensor
+    from haaw.tools.flops import count_flops
+
+    rng = np.random.default_rng(0)
+    tensors = [Tensor(rng.standard_normal(shape), requires_grad=needs) for shape, needs in inputs]
+    with count_flops() as counter:
+        out = operation(*tensors)
+        out.backward(np.ones(out.shape))
+    return counter.total_forward, counter.total_backward
+
+
+def test_02_the_flop_counter_charges_an_entrywise_op_once_per_input_that_needs_a_gradient(stored_output):
+    A, W = (4, 5), (5, 3)
+    n = 4 * 5  # one FLOP per entry, forward
+    assert _charged(lambda p, q: p * q, (A, True), (A, True)) == (n, 2 * n)  # a·b: twice its forward, not once
+    assert _charged(lambda p, q: p * q, (A, True), (A, False)) == (n, n)
+    assert _charged(lambda p, q: p + q, (A, True), (A, True)) == (n, 2 * n)  # though add's backward does no arithmetic
+    assert _charged(lambda p, q: p / q, (A, True), (A, True)) == (n, 2 * n)  # though -g·a/b² takes more than one op
+    assert _charged(lambda p: p.tanh(), (A, True)) == (n, n)
+    assert _charged(lambda p: p.exp(), (A, True)) == (n, n)
+    product = 2 * 4 * 5 * 3  # (4, 5) @ (5, 3): 5 multiplies and 5 adds per output entry
+    assert _charged(lambda p, q: p @ q, (A, True), (W, True)) == (product, 2 * product)
+    assert _charged(lambda p, q: p @ q, (A, False), (W, True)) == (product, product)  # the first layer: data needs none
+    printed = stored_output("02", "def charged(")  # the companion's table says the same
+    ratios = [float(line.rsplit(" ", 1)[1]) for line in printed.splitlines() if "backward/forward" in line]
+    assert ratios == [2, 1, 2, 2, 1, 1, 2, 1]
+
+
+# --- the companion's Hessian-vector product ------------------------------------------------------------------
+INPUTS = (0.5, -1.2, 0.3, 2.0, -0.7, 1.1, 0.0, -0.4)
+THETA = [0.1 * (i - 4) for i in range(9)]
+DIRECTION = [1.0, -0.5, 0.0, 2.0, 0.5, -1.0, 0.25, 1.5, -2.0]
+
+
+def _neuron(*params):
+    *weights, bias = params
+    z = bias
+    for wi, xi in zip(weights, INPUTS):
+        z = z + wi * xi
+    return (z.tanh() - 0.25) ** 2
+
+
+def _value_gradient(params):
+    values = [Value(p) for p in params]
+    _neuron(*values).backward()
+    return [v.grad for v in values]
+
+
+def test_02_forward_over_reverse_agrees_with_a_difference_of_gradients_and_with_double_backward():
+    from haaw.course.exercises.nb02 import hvp
+    from haaw.engine.forward_mode import gradient
+    Hv = hvp(gradient(_neuron), THETA, DIRECTION)
+    h = 1e-5
+    plus = _value_gradient([t + h * v for t, v in zip(THETA, DIRECTION)])
+    minus = _value_gradient([t - h * v for t, v in zip(THETA, DIRECTION)])
+    by_difference = [(p - m) / (2 * h) for p, m in zip(plus, minus)]
+    assert np.allclose(Hv, by_difference, rtol=1e-6, atol=1e-12)
+    assert not np.allclose(Hv, by_difference, rtol=1e-12, atol=0)  # "about six digits": not to rounding
+    torch = pytest.importorskip("torch")
+    theta_t = torch.tensor(THETA, dtype=torch.float64, requires_grad=True)
+    loss = (torch.tanh(theta_t[:8] @ torch.tensor(INPUTS, dtype=torch.float64) + theta_t[8]) - 0.25) ** 2
+    (g,) = torch.autograd.grad(loss, theta_t, create_graph=True)
+    (Hv_t,) = torch.autograd.grad(g @ torch.tensor(DIRECTION, dtype=torch.float64), theta_t)
+    assert np.allclose(Hv, Hv_t.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_02_a_product_of_duals_is_three_products_of_floats_and_an_addition():
+    p = Dual(2.0, 3.0) * Dual(5.0, 7.0)
+    assert (p.data, p.tangent) == (2.0 * 5.0, 2.0 * 7.0 + 3.0 * 5.0)
+
+
+def test_02_one_hessian_vector_product_is_one_forward_and_one_backward_pass(monkeypatch):
+    from haaw.course.exercises.nb02 import hvp
+    from haaw.engine.forward_mode import gradient
+    calls = {"f": 0, "backward": 0}
+    real = autograd.backward
+
+    def counted_backward(*args, **kwargs):
+        calls["backward"] += 1
+        return real(*args, **kwargs)
+    monkeypatch.setattr(autograd, "backward", counted_backward)
+
+    def counted(*params):
+        calls["f"] += 1
+        return _neuron(*params)
+    hvp(gradient(counted), THETA, DIRECTION)
+    assert calls == {"f": 1, "backward": 1}
+    for i in range(9):
+        hvp(gradient(counted), THETA, [1.0 if j == i else 0.0 for j in range(9)])
+    assert calls == {"f": 10, "backward": 10}
+
+
+def test_02_the_step_one_over_the_curvature_along_the_gradient_lowers_the_loss_most():
+    from haaw.course.exercises.nb02 import hvp
+    from haaw.engine.forward_mode import gradient
+    g = [d.data for d in gradient(_neuron)(*THETA)]
+    Hg = hvp(gradient(_neuron), THETA, g)
+    kappa = sum(a * b for a, b in zip(g, Hg)) / sum(a * a for a in g)
+    assert kappa > 0 and round(kappa, 2) == 14.35
+
+    def after(times):
+        return _neuron(*[Value(t - times / kappa * a) for t, a in zip(THETA, g)]).data
+    start = _neuron(*[Value(t) for t in THETA]).data
+    assert 0.9e-3 < start < 1.1e-3 and after(1.0) < 1e-6               # from about 1e-3 to below 1e-6
+    assert 0.2 < after(0.5) / start < 0.3                               # about three quarters removed
+    assert 1.0 < after(2.0) / start < 1.3 and after(2.5) / start > 2    # a little above the start; more than double
+    steps = np.linspace(0.05, 3.0, 60)
+    assert abs(steps[np.argmin([after(s) for s in steps])] - 1.0) < 0.06  # the best step on a fine grid is 1/κ

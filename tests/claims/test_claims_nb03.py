@@ -77,13 +77,19 @@ def test_03_the_mlp_flop_table_and_the_ratio_climbing_toward_2():
     assert flops.forward["linear"] == layer_1 + layer_2 == 104_071_168
     assert flops.backward["linear"] == layer_1 + 2 * layer_2 + 256 * (256 + 10) == 105_449_984
     ratios = []
-    for hidden in (1, 4, 16):
+    for hidden in (1, 4, 16):  # the core's cell: backward from a random G at the outputs, no loss
         net = MLP([128] + [128] * hidden + [10], seed=0, dtype=np.float32)
         with count_flops() as flops:
-            F.cross_entropy(net(Tensor(np.ones((8, 128), dtype=np.float32))), np.zeros(8, dtype=int)).backward()
-        ratios.append(sum(flops.backward.values()) / sum(flops.forward.values()))
+            net(Tensor(np.ones((8, 128), dtype=np.float32))).backward(rng.standard_normal((8, 10)).astype(np.float32))
+        ratios.append(flops.total_backward / flops.total_forward)
     assert [f"{r:.2f}" for r in ratios] == ["1.08", "1.76", "1.94"]
     assert ratios[0] < ratios[1] < ratios[2] < 2
+    # the first layer pays once and every later one twice: the ratio is that mix, and climbs toward 2 with depth
+    for hidden, ratio in zip((1, 4, 16), ratios):
+        first, middle, last = 2 * 8 * 128 * 128, 2 * 8 * 128 * 128, 2 * 8 * 128 * 10
+        forward = first + (hidden - 1) * middle + last + 8 * 128 * hidden          # + the ReLUs
+        backward = first + 2 * ((hidden - 1) * middle + last) + 8 * (128 * hidden + 10) + 8 * 128 * hidden
+        assert ratio == pytest.approx(backward / forward, rel=1e-12)
 
 
 def test_03_the_softmax_cross_entropy_gradient_is_P_minus_Y_over_B():
@@ -370,3 +376,103 @@ def test_03_the_array_engine_s_max_splits_a_tie_equally():
     t = Tensor(np.array([1.0, 1.0, 0.0]), requires_grad=True)
     t.max().backward()
     assert t.grad.tolist() == [0.5, 0.5, 0.0]
+
+
+def test_03_training_keeps_weights_in_float32_while_the_matrix_products_run_in_16_bits():
+    """The log-sum-exp section: float32 is the format of the weights and the optimizer's update, and the matrix
+    products run in a 16-bit format (notebook 07's master weights), where exp overflows near 11."""
+    from haaw.amp import MasterWeights, StaticLossScaler
+
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    masters = MasterWeights([w], low="float16")           # the model's copy in float16, the master in float32
+    x = Tensor(rng.standard_normal((8, 4)).astype(np.float16))
+    y = x @ w
+    assert w.data.dtype == np.float16 and y.data.dtype == np.float16  # the product ran in 16 bits
+    scaler = StaticLossScaler(scale=1.0)
+    scaler.scale_loss(y.sum()).backward()
+    assert masters.step(scaler, lr=1e-3)
+    assert masters.master[0].dtype == np.float32 and w.data.dtype == np.float16
+    # why the master is float32: an update of 1e-4 to a weight of 1 is rounded away in float16, kept in float32
+    assert np.float16(1.0) + np.float16(1e-4) == np.float16(1.0)
+    assert np.float32(1.0) + np.float32(1e-4) != np.float32(1.0)
+
+
+# --- the companion's own gradient checker -----------------------------------------------------------------
+
+
+def _layer():
+    from haaw.course.exercises.nb03 import grad_check
+    rng = np.random.default_rng(7)
+    X_, C_ = rng.standard_normal((6, 3)), rng.standard_normal((6, 4))
+    W_ = rng.standard_normal((3, 4)) * 0.5
+
+    def loss(W):
+        return float(np.sum(np.tanh(X_ @ W) * C_))
+
+    def backward(W, slope=lambda y: 1 - y * y):
+        return X_.T @ (C_ * slope(np.tanh(X_ @ W)))
+    every = [np.unravel_index(k, W_.shape) for k in range(W_.size)]
+    return grad_check, loss, backward, W_, every, rng
+
+
+def test_03_the_checker_passes_the_right_layer_backward_and_catches_the_planted_slope_everywhere():
+    grad_check, loss, backward, W_, every, _ = _layer()
+    assert grad_check(loss, W_, backward(W_), every, 1e-6).max() < 1e-7
+    assert grad_check(loss, W_, backward(W_, slope=lambda y: 1 - y), every, 1e-6).min() > 1e-2  # every entry
+
+
+def test_03_the_step_size_trade_off_as_the_table_reads_it():
+    grad_check, loss, backward, W_, every, _ = _layer()
+    worst = {h: grad_check(loss, W_, backward(W_), every, h).max() for h in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6,
+                                                                             1e-9, 1e-12)}
+    for h in (1e-1, 1e-2, 1e-3):  # the chord's error: a hundred times smaller for each tenfold smaller step
+        assert worst[h / 10] == pytest.approx(worst[h] / 100, rel=0.05)
+    assert worst[1e-1] > 1e-4 and 1e-7 < worst[1e-2] < 1e-4 and 1e-7 < worst[1e-3] < 1e-4
+    assert all(worst[h] < 1e-7 for h in (1e-4, 1e-5, 1e-6))  # reads right
+    assert 1e-7 < worst[1e-9] < 1e-4 and worst[1e-12] > 1e-4  # rounding takes over; a right backward reads as a bug
+
+
+def test_03_numpy_assignment_keeps_one_of_two_writes_and_add_at_sums_them():
+    rows = np.zeros(3)
+    rows[np.array([1, 1])] = np.array([2.0, 5.0])
+    assert rows[1] in (2.0, 5.0)
+    np.add.at(rows, np.array([2, 2]), np.array([2.0, 5.0]))
+    assert rows[2] == 7.0
+
+
+def test_03_the_embedding_bug_sits_in_one_row_and_five_random_entries_catch_it_about_once_in_four(stored_output):
+    import math
+    from haaw.course.exercises.nb03 import grad_check
+    rng = np.random.default_rng(0)
+    E, C = rng.standard_normal((20, 4)), rng.standard_normal((8, 4))
+    tokens = np.array([3, 7, 7, 12, 0, 5, 18, 9])
+
+    def loss(E_):
+        return float(np.sum(np.tanh(E_[tokens]) * C))
+    dE = np.zeros_like(E)
+    dE[tokens] = C * (1 - np.tanh(E[tokens]) ** 2)
+    every = [np.unravel_index(k, E.shape) for k in range(E.size)]
+    wrong = grad_check(loss, E, dE, every, 1e-6) > 1e-4
+    assert wrong.sum() == 4 and {int(i[0]) for i, w in zip(every, wrong) if w} == {7}
+    p = 1 - math.comb(76, 5) / math.comb(80, 5)
+    assert round(p, 2) == 0.23
+    printed = stored_output("03", "E_gc = rng_gc.standard_normal((20, 4))")
+    assert "4 wrong, all in row(s) [7]" in printed
+    caught = int(printed.split("that caught it: ")[1].split(" of")[0])
+    assert abs(caught - 1000 * p) < 3 * math.sqrt(1000 * p * (1 - p))  # within three standard deviations
+
+
+def test_03_dropout_misleads_the_checker_until_its_mask_is_held_fixed():
+    from haaw.course.exercises.nb03 import grad_check
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal(8), rng.standard_normal(8)
+
+    def loss(x_, seed=None):
+        mask = np.random.default_rng(seed).random(x_.shape) < 0.5
+        return float(np.sum(np.tanh(w * x_ * mask * 2.0)))
+    mask = np.random.default_rng(0).random(8) < 0.5
+    grad = w * mask * 2.0 * (1 - np.tanh(w * x * mask * 2.0) ** 2)
+    coords = [(i,) for i in range(8)]
+    assert grad_check(loss, x, grad, coords, 1e-6).max() > 0.5
+    assert grad_check(lambda x_: loss(x_, seed=0), x, grad, coords, 1e-6).max() < 1e-7

@@ -4,6 +4,7 @@ The deep stacks are computed here a second time with NumPy alone (forward and a 
 backward), so that the figures do not rest on the engine that the notebook runs.
 """
 from math import erf, exp, pi, sqrt
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,11 +14,14 @@ from haaw import Tensor
 from haaw.course.datasets import two_moons
 from haaw.course.exercises import check
 from haaw.course.exercises.nb04 import clip_grad_norm
-from haaw.course.nb04 import deep_stack_grad_norms
+from haaw.course.nb04 import deep_stack_grad_norms, grad_norms, stack
 from haaw.nn import MLP, Linear
 from haaw.nn.utils import clip_grad_norm_
 from haaw.optim import SGD
 
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CORE = NOTEBOOKS / "04_gradient_flow.ipynb"
+COMPANION = NOTEBOOKS / "deeper" / "04_gradient_flow_deeper.ipynb"
 
 def numpy_stack(depth, init_scale=1.0, *, activation="relu", residual=False, normalise=False, width=64, batch=32,
                 seed=0, eps=1e-5):
@@ -69,6 +73,21 @@ def test_04_the_numpy_stack_is_the_engine_s_stack():
     for kw in ({"init_scale": 0.9}, {"init_scale": 1.1, "residual": True}, {"normalise": True},
                {"init_scale": 0.9, "residual": True, "normalise": True}):
         np.testing.assert_allclose(numpy_stack(50, **kw)[0], deep_stack_grad_norms(50, **kw), rtol=1e-9)
+    # the companion's stacks (haaw.course.nb04.stack), tanh included, are the same stacks
+    for kw in ({"init_scale": 1.1}, {"activation": "tanh"}, {"init_scale": 3.0, "activation": "tanh", "normalise": True},
+               {"init_scale": 0.9, "residual": True, "normalise": True}, {"width": 16, "seed": 3}):
+        np.testing.assert_allclose(numpy_stack(50, **kw)[0], grad_norms(stack(50, **kw)), rtol=1e-9)
+
+
+def test_04_the_introduction_s_fifty_factors_leave_what_it_says():
+    """Fifty factors "slightly below 1" can leave most of the gradient (0.99⁵⁰ ≈ 0.61): the introduction names
+    its factors, and each does what it says."""
+    nbformat = pytest.importorskip("nbformat")
+    intro = nbformat.read(CORE, as_version=4).cells[0].source
+    assert "slightly below 1" not in intro
+    assert "Fifty factors of 0.9 leave under a hundredth of it" in intro and "fifty of 1.1 make it over a hundred" in intro
+    assert 0.9**50 < 0.01 and 1.1**50 > 100
+    assert 0.99**50 > 0.6  # why "slightly below 1" was wrong: 0.99 leaves most of it
 
 
 def test_04_the_residual_branch_passes_the_gradient_with_factor_1():
@@ -176,6 +195,55 @@ def test_04_layernorm_alone_amplifies_by_the_same_factor_at_every_init_scale():
         ln = np.exp(np.mean(np.log([p["through_ln"] * p["spread"] for p in parts[1:-1]])))
         assert (f"{spread:.3f}", f"{relu:.3f}", f"{ln:.3f}") == ("0.573", "0.695", "1.008")
         assert relu * ln / spread == pytest.approx(1.2250, abs=0.002)
+
+
+def test_04_the_companion_derives_relu_s_spread_0_584_and_the_factor_root_pi_over_pi_minus_1():
+    """ReLU(z) for z normal with spread σ: mean σ/√(2π), mean square σ²/2, so spread σ√((π − 1)/(2π)) ≈ 0.584σ;
+    the gradient keeps 1/√2 of its norm, and the ratio is √(π/(π − 1)) ≈ 1.211 (σ = 1 below; σ cancels)."""
+    z = np.linspace(-12.0, 12.0, 240_001)
+    density = np.exp(-z**2 / 2) / np.sqrt(2 * np.pi)
+    step = z[1] - z[0]
+    mean, mean_square = (np.sum(np.maximum(z, 0) ** k * density) * step for k in (1, 2))
+    assert mean == pytest.approx(1 / np.sqrt(2 * np.pi), rel=1e-9) and mean_square == pytest.approx(0.5, rel=1e-9)
+    spread = np.sqrt((np.pi - 1) / (2 * np.pi))
+    assert np.sqrt(mean_square - mean**2) == pytest.approx(spread, rel=1e-9)
+    assert spread == pytest.approx(np.sqrt(0.5 - 0.5 / np.pi), rel=1e-15) and f"{spread:.3f}" == "0.584"
+    assert (1 / np.sqrt(2)) / spread == pytest.approx(np.sqrt(np.pi / (np.pi - 1)), rel=1e-12)
+    assert f"{np.sqrt(np.pi / (np.pi - 1)):.3f}" == "1.211"
+    for sigma in (0.3, 4.0):  # σ cancels: the spread scales with σ, the ratio does not move
+        sample = np.maximum(sigma * np.random.default_rng(2).standard_normal(2_000_000), 0)
+        assert sample.std() / sigma == pytest.approx(spread, rel=2e-3)
+    # the real stack's 1.225 sits above the normal-z prediction, by the 0.573 against 0.584 of its forward spread
+    assert 1.211 < factor(numpy_stack(50, 1.0, normalise=True)[0], start=1) < 1.23
+    # and the companion's cell computes, rather than states, each piece
+    nbformat = pytest.importorskip("nbformat")
+    cell = next(c for c in nbformat.read(COMPANION, as_version=4).cells
+                if c.cell_type == "code" and "closed form √((π − 1)/(2π))" in c.source)
+    printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    assert "= 0.584 σ, integral 0.584 σ, sample 0.584 σ" in printed and "= 1.211 = √(π/(π − 1)) = 1.211" in printed
+
+
+def test_04_the_dead_units_count_axis_has_whole_numbers_only():
+    """The core's figure of dead units per step: its count axis is ticked at integers (it was at 2.5, 7.5, ...)."""
+    nbformat = pytest.importorskip("nbformat")
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    source = next(c.source for c in nbformat.read(CORE, as_version=4).cells
+                  if c.cell_type == "code" and 'ylabel="dead units (of 32)"' in c.source)
+    def dead_at(counts):  # the first `count` units dead at each step, as many as the notebook's runs have
+        return np.arange(32)[None, :] < np.array(counts)[:, None]
+    results = {0.5: (dead_at([7] * 30 + [3] * 170), True), 2.0: (dead_at([7, 10, 19] + [15] * 197), True)}
+    shown = []
+    namespace = {"np": np, "plt": plt, "MaxNLocator": MaxNLocator, "results": results,
+                 "show_figure": lambda description: shown.append(plt.gcf())}
+    exec(compile(source, "the dead-units cell", "exec"), namespace)
+    (fig,) = shown
+    ticks = fig.axes[0].get_yticks()
+    assert len(ticks) >= 3 and np.all(ticks == np.round(ticks)), ticks
+    plt.close(fig)
 
 
 def test_04_layernorm_s_constant_factor_is_relu_s_with_tanh_it_is_another_and_moves_with_the_scale():

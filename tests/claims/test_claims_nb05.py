@@ -241,6 +241,7 @@ def test_05_the_saturation_curve_is_the_mean_over_200_random_unit_upstream_vecto
 def test_05_saturation_crushes_a_bounded_upstream_gradient_but_not_cross_entropy_s():
     z = np.array([30.0, 0.0, 0.0, 0.0])
     s = _softmax_np(z)
+    assert (f"{s[0]:.4f}", f"{s[1]:.1e}") == ("1.0000", "9.4e-14")  # the weights the core prints
     J = np.diag(s) - np.outer(s, s)
 
     def log_softmax_at(z_, t):  # log-sum-exp, for finite differences of cross-entropy
@@ -478,12 +479,36 @@ def test_05_the_block_s_training_run_fits_one_batch_a_block_that_cannot_look_bac
 
 
 @pytest.mark.upstream
-def test_05_in_fp16_the_minimum_plus_a_score_below_about_minus_16_overflows_and_bf16_needs_two_minimums():
-    import ml_dtypes
-
+def test_05_in_fp16_the_minimum_plus_a_score_below_about_minus_16_overflows():
     low = np.finfo(np.float16).min
     with np.errstate(over="ignore"):
         assert low + np.float16(-15) == low and np.isneginf(low + np.float16(-17))
-        bf16 = ml_dtypes.bfloat16
-        bf_low = np.array(ml_dtypes.finfo(bf16).min, dtype=bf16)
-        assert np.isfinite(bf_low + np.array(-1e4, dtype=bf16)) and np.isneginf(bf_low + bf_low)
+
+
+@pytest.mark.upstream
+def test_05_two_added_minimums_overflow_in_every_format_and_a_row_both_masks_forbid_is_nan():
+    """The companion's correction: adding the minimum twice is -inf in every float format, float64 included, so
+    it is no bf16 matter; one addition of the minimum to an ordinary score stays finite in bf16, fp32 and fp64."""
+    import ml_dtypes
+
+    with np.errstate(over="ignore"):
+        for dtype in (np.float16, ml_dtypes.bfloat16, np.float32, np.float64):
+            low = np.array(ml_dtypes.finfo(dtype).min, dtype=dtype)
+            assert np.isneginf(low + low), dtype
+            if dtype is not np.float16:
+                assert np.isfinite(low + np.array(-1e4, dtype=dtype)), dtype
+    rng = np.random.default_rng(6)
+    S = rng.standard_normal((4, 4))
+    causal = np.tril(np.ones((4, 4), dtype=bool))
+    causal[2] = False
+    second = np.ones((4, 4), dtype=bool)
+    second[2] = False  # both masks forbid all of row 2
+    minimum = np.finfo(np.float64).min
+    with np.errstate(over="ignore", invalid="ignore"):
+        added = S + np.where(causal, 0.0, minimum) + np.where(second, 0.0, minimum)
+        weights = np.exp(added - added.max(axis=1, keepdims=True))
+        weights /= weights.sum(axis=1, keepdims=True)
+    assert np.isneginf(added[2]).all() and np.isnan(weights[2]).all()
+    assert np.allclose(weights[[0, 1, 3]], _attention_numpy(S, causal)[[0, 1, 3]])  # forbidden once: weight 0
+    combined = S + np.where(causal & second, 0.0, minimum)  # the masks combined first: the minimum once
+    assert np.isfinite(combined).all()

@@ -9,7 +9,7 @@ import haaw.nn.functional as F
 from haaw import checkpoint, Function, no_grad, Tensor
 from haaw.course.exercises import check, pick
 from haaw.course.exercises.nb06 import _KeepsTheOutput, CheckpointSegment
-from haaw.course.nb06 import GPT_125M, MODEL_7B, training_memory
+from haaw.course.nb06 import GPT_125M, LLAMA_7B, MODEL_7B, training_memory
 from haaw.nn import Linear
 from haaw.tools.flops import count_flops
 from haaw.tools.memory import track_memory
@@ -199,7 +199,8 @@ def test_06_a_copy_of_the_input_is_a_correct_checkpoint_but_keeping_the_output_i
 
 def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so_pick_runs_the_course_s():
     # the memory tracker counts bare arrays on ctx; a Tensor on ctx (ctx.out = out) keeps out.data alive all
-    # the same, and must not pass: else cell 17 would run it and print a peak that misses the output
+    # the same, and must not pass: else the core's cell that runs the learner's class would print a peak that misses
+    # the output
 
     for what in (lambda out: out, lambda out: out.data, lambda out: (out,), lambda out: {"y": out}):
         cls = _learner_checkpoint(lambda x: x, lambda out, what=what: {"out": what(out)})
@@ -208,8 +209,24 @@ def test_06_keeping_the_output_is_named_whether_as_its_array_or_as_the_tensor_so
         assert pick("06-checkpoint", cls) is CheckpointSegment
 
 
-def test_06_for_the_7b_model_the_activations_take_about_as_much_as_weights_gradients_and_optimizer_together():
-    """Cell 0: "they can take as much memory as the weights, gradients and optimizer state together"."""
+def test_06_gpt2_small_s_activations_outweigh_everything_else_linear_in_batch_3_4_times_for_twice_the_tokens():
+    """Core, cell 0 and section 2: for a large model trained on long sequences the activations outweigh everything
+    else in memory; weights, gradients and optimizer state take 1.86 GiB whatever the data; the activations grow in
+    proportion to the batch, and twice the tokens give 3.4 times the bytes (the s × s score matrices)."""
+    def parts(batch, seq):
+        return training_memory(GPT_125M, batch, seq, precision="fp32")
+
+    fixed = parts(8, 1024)["weights"] + parts(8, 1024)["gradients"] + parts(8, 1024)["optimizer state"]
+    assert f"{fixed / 2**30:.2f}" == "1.86" and fixed == 16 * GPT_125M.params
+    assert parts(8, 1024)["activations"] > 5 * fixed  # several times everything else
+    assert parts(16, 1024)["activations"] == 2 * parts(8, 1024)["activations"]
+    growth = parts(8, 2048)["activations"] / parts(8, 1024)["activations"]
+    assert f"{growth:.1f}" == "3.4" and growth > 2  # faster than the sequence length: the scores
+
+
+def test_06_a_7b_model_needs_about_100_gib_before_a_single_activation_and_its_activations_as_much_again():
+    """Companion, "Two 7B models": about 100 GiB for weights, gradients and optimizer state; GPT-3 6.7B's
+    activations at 4096 tokens in mixed precision, 97 GiB, about as much again."""
     parts = training_memory(MODEL_7B, 1, 4096, precision="mixed")
     fixed = parts["weights"] + parts["gradients"] + parts["optimizer state"]
     assert 0.9 < parts["activations"] / fixed < 1.1
@@ -217,8 +234,8 @@ def test_06_for_the_7b_model_the_activations_take_about_as_much_as_weights_gradi
 
 
 def test_06_the_labels_are_counted_cross_entropy_keeps_its_log_probabilities_and_a_copy_of_the_labels():
-    """Cell 2: parameters and the input batch are not counted; the labels are, 32 × 10 log-probabilities
-    and 32 labels of 8 bytes each in the cross_entropy_rows row."""
+    """Core, section 1: parameters and the input batch are not counted; cross-entropy keeps 32 × 10
+    log-probabilities and a copy of the 32 labels, 8 bytes each, in the cross_entropy_rows row."""
     from haaw.nn import MLP
     rng = np.random.default_rng(0)
     model = MLP([64, 128, 128, 10], seed=0)
@@ -230,7 +247,8 @@ def test_06_the_labels_are_counted_cross_entropy_keeps_its_log_probabilities_and
 
 
 def test_06_at_4096_tokens_dropping_the_scores_saves_nearly_as_much_as_checkpointing_and_the_two_combine():
-    """Cells 11-12: 97.0 -> 17.0 GiB without scores; 1.0 + 3.0 with recomputation; 1.5 with both."""
+    """Companion, "Long sequences and the score matrices": 97.0 -> 17.0 GiB without scores; 1.0 + 3.0 with
+    recomputation; 1.5 with both."""
     s, b, h, a, L = 4096, 1, 4096, 32, 32
     per_layer = 34 * s * b * h + 5 * a * s * s * b  # Korthikanti et al., 16-bit
     no_scores = 34 * s * b * h
@@ -251,8 +269,8 @@ def test_06_at_4096_tokens_dropping_the_scores_saves_nearly_as_much_as_checkpoin
 
 
 def test_06_a_block_keeps_about_30_arrays_its_input_s_size_so_segments_of_one_block_win():
-    """Cells 27-28: one block keeps ~30 input-sized arrays; N/k + 30·k (less the input) predicts the peaks,
-    smallest at k = √(16/30) < 1."""
+    """Companion, "The best segment length": one block keeps ~30 input-sized arrays; N/k + 30·k (less the input)
+    predicts the peaks, smallest at k = √(16/30) < 1."""
     input_bytes = 64 * 64 * 8
     plain_peak = _measure(None)[0]
     per_block = plain_peak / 16 / input_bytes
@@ -261,3 +279,64 @@ def test_06_a_block_keeps_about_30_arrays_its_input_s_size_so_segments_of_one_bl
     for k in (1, 2, 4):
         measured = _measure(k)[0] / input_bytes
         assert abs(measured - (16 // k - 1 + 30 * k)) < 0.5
+
+
+def test_06_without_dropout_a_llama_style_7b_keeps_about_half_of_gpt3_s_activations_but_more_once_scores_are_gone():
+    """Companion, "What a transformer layer keeps" and "Two 7B models": a LLaMA-style layer keeps
+    s·b·h·(37.5 + 2·a·s/h) bytes in 16-bit against GPT-3's 34 + 5·a·s/h; at 4096 tokens in mixed precision
+    50.8 GiB against 97.0; with no score matrix stored and every layer checkpointed, 1.6 against 1.5."""
+    s, b, h, a = 4096, 1, 4096, 32
+
+    def activations(shape, **kw):
+        parts = training_memory(shape, b, s, precision="mixed", **kw)
+        return parts["activations"] + parts["recomputed layer"]
+
+    per_entry = activations(LLAMA_7B, keep_scores=False) / (LLAMA_7B.layers * s * b * h)
+    assert per_entry == pytest.approx(37.5)
+    assert (activations(LLAMA_7B) / (LLAMA_7B.layers * s * b * h) - per_entry) / (a * s / h) == pytest.approx(2)
+    llama, gpt = activations(LLAMA_7B) / 2**30, activations(MODEL_7B) / 2**30
+    assert (f"{llama:.1f}", f"{gpt:.1f}") == ("50.8", "97.0") and 0.45 < llama / gpt < 0.55  # "about half"
+    both = {shape.name: activations(shape, keep_scores=False, recompute=True) / 2**30 for shape in (LLAMA_7B, MODEL_7B)}
+    assert [f"{v:.1f}" for v in both.values()] == ["1.6", "1.5"]
+    # what makes the difference once the scores are gone: the wider SwiGLU network against the two dropout masks
+    assert activations(LLAMA_7B, keep_scores=False) > activations(MODEL_7B, keep_scores=False)
+
+
+def test_06_the_time_story_s_stacks_recompute_34_percent_of_their_flops_whatever_their_size():
+    """Companion, "The time taken apart": the three stacks (16 wide and batch 16, the core's 64 and 64, batch 256)
+    keep 0.9, 15.0 and 60.2 MiB; their time varies with size and machine, their recomputed FLOPs do not: 34% of
+    a plain step each. And the counter charges an entry of tanh one FLOP, as it does an addition."""
+    kept = []
+    for width, batch in ((16, 16), (64, 64), (64, 256)):
+        blocks, _ = _stack(16, width)
+        x0 = np.random.default_rng(1).standard_normal((batch, width))
+        with track_memory() as memory, count_flops() as plain:
+            _step(blocks, x0, None)
+        with count_flops() as every:
+            _step(blocks, x0, 1)
+        kept.append(f"{memory.peak / 2**20:.1f}")
+        assert round(100 * every.total_recompute / (plain.total_forward + plain.total_backward)) == 34
+    assert kept == ["0.9", "15.0", "60.2"]
+    z = Tensor(np.ones((4, 8)))
+    with count_flops() as flops:
+        z.tanh()
+        z + z
+    assert flops.forward["tanh"] == flops.forward["add"] == 32
+
+
+def test_06_no_output_nbval_compares_depends_on_a_timing():
+    """The notebooks print times as what one run measured: every cell that times anything is one whose output
+    nbval does not compare, in the core and in its companion."""
+    nbformat = pytest.importorskip("nbformat")
+    from pathlib import Path
+
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
+    paths = sorted(notebooks.glob("06_*.ipynb")) + sorted(notebooks.glob("deeper/06_*.ipynb"))
+    assert len(paths) == 2
+    timed = 0
+    for path in paths:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and any(w in cell.source for w in ("time_in_turns", "thread_time", "perf_counter")):
+                timed += 1
+                assert "nbval-ignore-output" in cell.metadata.get("tags", []), (path.name, cell.source[:80])
+    assert timed >= 3

@@ -3,8 +3,10 @@
 The figures are recomputed here without the engine, the loss scalers or the optimizer: a NumPy forward and
 backward pass of the notebook's MLP that rounds to 16 bits where the notebook's does (matrix products
 accumulated in fp32, then rounded; elementwise operations in the 16-bit format; the loss in fp32), and Adam
-written out. Only the data and the fp32 starting weights come from ``haaw.course.nb07``. The last test
-compares the table the notebook stores with this independent run.
+written out. Only the data and the fp32 starting weights come from ``haaw.course.nb07``. The table test
+compares the table the core stores with this independent run; the companion
+(notebooks/deeper/07_mixed_precision_deeper.ipynb) holds the fp8 recipes, the simulation's limits, the fp16
+backward entry by entry and the scaler's log, and its stored outputs are read the same way.
 """
 import json
 import ml_dtypes
@@ -19,6 +21,7 @@ from haaw.amp import StaticLossScaler
 from haaw.course.nb07 import classification_data, pretrained_weights
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_mixed_precision.ipynb"
+COMPANION = NOTEBOOK.parent / "deeper" / "07_mixed_precision_deeper.ipynb"
 TOKENS = 2**17
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
@@ -74,9 +77,21 @@ def _forward_backward(ws, x, labels, low, scale, tokens=TOKENS):
     return loss, g3, grads
 
 
-def _train(low, dynamic=False, keep_master=True, steps=200, lr=1e-4, tokens=TOKENS, growth_interval=50):
-    """The notebook's training loop, written again: Adam on fp32 masters, optional dynamic loss scaling."""
+def _stochastic_bf16(values, rng):
+    """fp32 values rounded to bf16 at random, by their bit patterns: the lower 16 bits are the chance of going away
+    from 0 (the companion's round_stochastic works on values instead, with the chance of going up)."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+    away = rng.integers(0, 65536, bits.shape, dtype=np.uint32) < (bits & np.uint32(0xFFFF))
+    return ((bits & np.uint32(0xFFFF0000)) + (away.astype(np.uint32) << np.uint32(16))).view(np.float32)
+
+
+def _train(low, dynamic=False, keep_master=True, steps=200, lr=1e-4, tokens=TOKENS, growth_interval=50,
+           rounding="nearest"):
+    """The notebook's training loop, written again: Adam on fp32 masters, optional dynamic loss scaling; without
+    masters, the weights kept in ``low`` rounded to nearest, stochastically, or with a compensation (Kahan)."""
     x, labels, ws = _start()
+    rng = np.random.default_rng(5)
+    carry = [np.zeros_like(w) for w in ws]
     master = [w.copy() for w in ws]
     m = [np.zeros_like(w) for w in ws]
     v = [np.zeros_like(w) for w in ws]
@@ -107,13 +122,20 @@ def _train(low, dynamic=False, keep_master=True, steps=200, lr=1e-4, tokens=TOKE
             v[i] = 0.999 * v[i] + 0.001 * g * g
             step = np.float32(lr) * (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + np.float32(1e-8))
             new = (master[i] - step).astype(np.float32)
-            kept = new if keep_master else new.astype(low).astype(np.float32)
+            if keep_master or rounding == "nearest":
+                kept = new if keep_master else new.astype(low).astype(np.float32)
+            elif rounding == "stochastic":
+                kept = _stochastic_bf16(new, rng)
+            else:  # compensated: the update plus what rounding dropped before, and what it drops now kept in low
+                wanted = master[i] + ((new - master[i]) + carry[i])
+                kept = wanted.astype(low).astype(np.float32)
+                carry[i] = (wanted - kept).astype(low).astype(np.float32)
             moved += int(np.sum(new != master[i]))
             coasted += int(np.sum((new != master[i]) & (g == 0)))  # no gradient, moved all the same
             lost += int(np.sum((new != master[i]) & (kept == master[i])))
             master[i] = kept
     return {"losses": losses, "skipped": skipped, "scale": scale, "zero": zeros / entries, "lost": lost / moved,
-            "zero moved": coasted / max(zeros, 1)}
+            "zero moved": coasted / max(zeros, 1), "weights": master}
 
 
 def _drop(run):
@@ -248,11 +270,19 @@ def test_07_try_it_a_plain_mean_needs_no_scaling_and_a_larger_learning_rate_lose
     assert _train(BF16, keep_master=False, lr=1e-3)["lost"] > 0.5  # bf16 still loses many
 
 
+def _joined(text):
+    return "".join(text) if isinstance(text, list) else text
+
+
+def _printed(source: str, notebook: Path = NOTEBOOK) -> str:
+    """What the first code cell of ``notebook`` holding ``source`` printed, as the notebook is stored."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return next("".join(_joined(o.get("text", "")) for o in c.get("outputs", []))
+                for c in cells if c["cell_type"] == "code" and source in _joined(c["source"]))
+
+
 def _stored_table():
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    joined = lambda text: "".join(text) if isinstance(text, list) else text  # noqa: E731
-    text = next("".join(joined(o.get("text", "")) for o in c.get("outputs", []))
-                for c in cells if c["cell_type"] == "code" and "runs = {" in joined(c["source"]))
+    text = _printed("runs = {")
     rows = {}
     for line in text.splitlines():
         m = re.match(r"(.+?)\s+([\d.]+)\s+([\d.]+)\s+(\d+)%\s+([\d.]+)%\s+([\d.]+)%\s+(\d+)$", line)
@@ -315,9 +345,95 @@ def test_07_the_simulation_s_parameter_gradients_are_about_2_to_the_10_smaller_t
     assert round(100 * np.mean(g < 1e-7)) == 77 and round(100 * np.mean(g < 1e-8)) == 11
     g32 = g.astype(np.float32)
     assert 100 * np.mean(g32.astype(np.float16) == 0) == pytest.approx(31.7, abs=0.3)
+    assert 100 * np.mean((g32 * 32).astype(np.float16) == 0) == pytest.approx(0.7, abs=0.1)
     assert 100 * np.mean((g32 * 1024).astype(np.float16) == 0) == pytest.approx(0.1, abs=0.1)
-    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7
-    assert 2**17 // 128 == 2**10
+    # a real batch adds 2**17 per-token shares where this one adds 128 = 2**7: 2**10 times more if they line up,
+    # 2**5 if their signs are as good as random (a sum of N random signs grows like √N)
+    assert 2**17 // 128 == 2**10 and np.sqrt(2**17 / 128) == 2**5
+
+
+def test_07_a_mean_of_shares_with_random_signs_shrinks_like_one_over_root_n():
+    """The companion, what the simulation reproduces: averaging does not shrink a gradient whose shares line up,
+    and shrinks it like 1/√N when their signs are random (the truth behind "averaging does not shrink")."""
+    rng = np.random.default_rng(7)
+    for n in (2**7, 2**17):
+        mean = rng.choice(np.array([-1, 1], dtype=np.int8), size=(64, n)).sum(axis=1, dtype=np.int64) / n
+        assert np.sqrt(np.mean(mean**2)) == pytest.approx(1 / np.sqrt(n), rel=0.25)
+        assert np.ones(n).mean() == 1.0
+    text = _printed("shares = rng.choice(", COMPANION)
+    assert "1024 times larger if aligned, 32 times if random" in text
+
+
+def test_07_under_data_parallelism_the_fp16_backward_sees_one_over_a_worker_s_tokens():
+    """The companion: with W workers each loss is a mean over 2^17 / W tokens, so dL/dlogits is W times larger in
+    each worker's 16-bit backward, and fewer of them underflow; the 1/W comes later, in the fp32 all-reduce."""
+    x, labels, ws = _start()
+    w1, b1, w2, b2, w3, b3 = [w.astype(np.float64) for w in ws]
+    logits = np.tanh(np.tanh(x @ w1 + b1) @ w2 + b2) @ w3 + b3
+    per_token = _softmax(logits) - np.eye(logits.shape[1])[labels]
+    shares = {w: _zero_share(per_token / (TOKENS // w), F16) for w in (1, 8, 64)}
+    assert [round(100 * shares[w], 1) for w in (1, 8, 64)] == [92.7, 68.1, 49.9]
+    # each worker's mean, then the all-reduce's mean over the workers: the mean over all the tokens
+    parts = np.split(per_token, 8)
+    assert np.allclose(np.mean([p.sum(axis=0) / len(p) for p in parts], axis=0), per_token.mean(axis=0))
+
+
+def test_07_fp8_block_factors_barely_help_dl_dlogits_whose_spread_lies_within_each_example():
+    """The companion's fp8 table: a power-of-two factor per 32 values (as MXFP8) leaves E4M3 losing 4.5% of
+    dL/dlogits against 5.5% with one factor per tensor; E5M2 keeps all of them either way."""
+    x, labels, ws = _start()
+    w = [a.astype(np.float64) for a in ws]
+    logits = np.tanh(np.tanh(x @ w[0] + w[1]) @ w[2] + w[3]) @ w[4] + w[5]
+    grads = (_softmax(logits) - np.eye(logits.shape[1])[labels]) / TOKENS
+
+    def blocked(values, fmt, block=32):
+        v = values.reshape(-1, block)
+        factor = 2.0 ** np.floor(np.log2(float(ml_dtypes.finfo(fmt).max) / np.max(np.abs(v), axis=1, keepdims=True)))
+        return ((v * factor).astype(fmt).astype(np.float64) / factor).reshape(values.shape)
+
+    assert round(np.mean(blocked(grads, E4M3) == 0), 3) == 0.045 and np.mean(blocked(grads, E5M2) == 0) == 0
+    # the spread lies largely within each example's 8 logits: a factor for every example still loses some
+    assert np.mean(blocked(grads, E4M3, block=8) == 0) > 0.01
+
+
+def test_07_adam_s_step_is_near_lr_when_gradients_agree_and_well_below_when_they_are_noisy():
+    """Core section 6 and the companion: lr × m̂ / √v̂ is at most about lr; in the full-batch fp32 run the ratio
+    stays near 1 (the same 128 examples at every step), with noise it is well below 1."""
+    x, labels, ws = _start()
+    master = [w.copy() for w in ws]
+    m = [np.zeros_like(w) for w in ws]
+    v = [np.zeros_like(w) for w in ws]
+    ratios = []
+    for t in range(1, 201):
+        _, _, grads = _forward_backward(master, x, labels, np.dtype(np.float32), 1.0)
+        for i, g in enumerate(grads):
+            g = g.astype(np.float32)
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            m_hat, v_hat = m[i] / (1 - 0.9**t), v[i] / (1 - 0.999**t)
+            ratios.append((np.abs(m_hat) / np.sqrt(v_hat)).ravel())
+            master[i] = master[i] - np.float32(1e-4) * m_hat / (np.sqrt(v_hat) + np.float32(1e-8))
+    ratios = np.concatenate(ratios)
+    assert np.median(ratios[np.isfinite(ratios)]) > 0.8
+    text = _printed("for steady, noise in", COMPANION)
+    typical = [float(t) for t in re.findall(r"typically ([\d.]+)", text)]
+    assert typical[0] == 1.0 and all(t < 0.8 for t in typical[1:]) and typical[-1] < 0.2
+
+
+def test_07_the_companion_s_runs_of_the_core_s_loop_agree_with_the_independent_rewrite():
+    """``nb07.train``, the loop the companion runs, against the rewrite above: fp16 without loss scaling and with
+    it but without master weights, at the tolerances of the table test."""
+    from haaw.amp import DynamicLossScaler
+    from haaw.course.nb07 import train
+
+    runs = _runs()
+    for name, run in (("fp16, no loss scaling", train("float16")),
+                      ("fp16 + scaling, no master", train("float16", DynamicLossScaler(growth_interval=50),
+                                                          keep_master=False))):
+        r = runs[name]
+        assert run["losses"][0] == pytest.approx(r["losses"][0], abs=1e-5)
+        assert run["losses"][-1] == pytest.approx(r["losses"][-1], abs=3e-5)
+        assert run["zero"] == pytest.approx(r["zero"], abs=0.01) and run["lost"] == pytest.approx(r["lost"], abs=0.01)
 
 
 @pytest.mark.upstream
@@ -364,8 +480,8 @@ def test_07_unscale_once_per_optimizer_step_not_per_micro_batch():
 
 
 def test_07_a_scaler_growing_every_4_steps_skips_every_fifth_step_from_88():
-    nb = json.loads((Path(__file__).parents[2] / "notebooks" / "07_mixed_precision.ipynb").read_text())
-    text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c.get("id") == "cell-49h" for o in c["outputs"])
+    """The companion's watched run."""
+    text = _printed("watched_run = nb07.train(", COMPANION)
     assert "skipped steps: 23 of 200" in text and str(list(range(88, 200, 5))) in text
     # the arithmetic of the saw: 22 doublings after 4 clean steps each, from 2^16 to 2^38, reach step 88
     assert 16 + 88 // 4 == 38 and len(range(88, 200, 5)) == 23
@@ -379,9 +495,9 @@ def test_07_a_long_sum_stalls_at_256_in_bf16():
 
 
 def test_07_in_an_fp16_backward_the_parameter_gradients_that_survive_are_mostly_noise_unless_the_loss_is_scaled():
-    """Cells 24-25: at scale 1 the nonzero parameter gradients have a median error of 200% against fp32 and 31%
-    the wrong sign, built from dL/dlogits rounded to 0 or 1, 2, 3 × 2^-24; 79% of those a cast would zero are not
-    0. At 2^16: median error 1%, wrong signs 0% when rounded."""
+    """The companion's fp16 backward entry by entry: at scale 1 the nonzero parameter gradients have a median
+    error of 200% against fp32 and 31% the wrong sign, built from dL/dlogits rounded to 0 or 1, 2, 3 × 2^-24; 79%
+    of those a cast would zero are not 0. At 2^16: median error 1%, wrong signs 0% when rounded."""
     x, labels, ws = _start()
     _, _, reference = _forward_backward(ws, x, labels, np.dtype(np.float64), 1.0)
     reference = np.concatenate([g.ravel() for g in reference])
@@ -405,17 +521,17 @@ def test_07_in_an_fp16_backward_the_parameter_gradients_that_survive_are_mostly_
 
 
 def test_07_adam_moves_nearly_every_weight_whose_gradient_fp16_set_to_0():
-    """Cells 44, 47, 51: a zero gradient adds nothing new, but Adam's momentum still moves the weight (97%)."""
+    """The companion's closer look at the six runs: a zero gradient adds nothing new, but Adam's momentum still
+    moves the weight (97%)."""
     share = _runs()["fp16, no loss scaling"]["zero moved"]
     assert round(100 * share) == 97
-    # and the engine's run, whose line the notebook stores (cell 47's output is not compared by nbval)
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    text = "".join("".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c.get("outputs", []))
+    # and the engine's run, whose line the companion stores (its output is not compared by nbval)
+    text = _printed("unscaled_run = nb07.train(", COMPANION)
     assert "gradient entries exactly 0 that Adam moved all the same, fp16 without loss scaling: 97%" in text
 
 
 def test_07_the_watched_run_reaches_92_percent_of_fp32_s_drop_skipping_one_step_in_growth_interval_plus_1():
-    """Cells 61-62."""
+    """The companion's watched run."""
     with np.errstate(over="ignore"):
         watched = _train(F16, dynamic=True, growth_interval=4)
     assert watched["skipped"] == 23
@@ -425,7 +541,7 @@ def test_07_the_watched_run_reaches_92_percent_of_fp32_s_drop_skipping_one_step_
 
 @pytest.mark.upstream
 def test_07_a_sequential_fp16_sum_stalls_at_2048_on_a_tie_rounded_to_even_a_pairwise_sum_does_not():
-    """Cells 55-56: 'at least twice': 2048 + 1 is a tie and rounds to even; np.sum reaches 10000."""
+    """The companion's fp32 list: 'at least twice': 2048 + 1 is a tie and rounds to even; np.sum reaches 10000."""
     ones = np.ones(10_000, dtype=np.float16)
     assert float(np.cumsum(ones)[-1]) == 2048.0 and float(np.sum(ones)) == 10_000.0
     assert float(np.float16(2048) + np.float16(1)) == 2048.0  # halfway between 2048 and 2050: to even
@@ -434,8 +550,8 @@ def test_07_a_sequential_fp16_sum_stalls_at_2048_on_a_tie_rounded_to_even_a_pair
 
 @pytest.mark.upstream
 def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_norm_and_sum_keep_their_input_s_dtype():
-    """Cell 54: on the CPU, softmax, layer norm and sums run in the dtype that reaches them (bf16 after a matrix
-    product, fp32 on fp32); the cross-entropy loss is cast to fp32."""
+    """The companion's fp32 list: on the CPU, softmax, layer norm and sums run in the dtype that reaches them
+    (bf16 after a matrix product, fp32 on fp32); the cross-entropy loss is cast to fp32."""
     torch = pytest.importorskip("torch")
     x = torch.randn(4, 8)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -451,7 +567,8 @@ def test_07_autocast_s_float32_list_differs_by_device_on_the_cpu_softmax_layer_n
 
 @pytest.mark.upstream
 def test_07_grad_scaler_refuses_a_second_unscale_before_update():
-    """Cell 60: a second scaler.unscale_(optimizer) before scaler.update() raises a RuntimeError."""
+    """The companion's gradient accumulation: a second scaler.unscale_(optimizer) before scaler.update() raises
+    a RuntimeError."""
     torch = pytest.importorskip("torch")
     p = torch.nn.Parameter(torch.ones(3))
     optimizer = torch.optim.SGD([p], lr=0.1)
@@ -464,3 +581,65 @@ def test_07_grad_scaler_refuses_a_second_unscale_before_update():
     scaler.update()
     scaler.scale((p * 2).sum()).backward()
     scaler.unscale_(optimizer)  # after update(), once again allowed
+
+
+# --- the companion: TF32, and bf16 weights without fp32 masters --------------------------------------------------
+
+
+def _tf32(values):
+    """fp32 values to 11 significant bits (TF32's 10 fraction bits), ties to even, by frexp: not by bit patterns."""
+    mantissa, exponent = np.frexp(np.asarray(values, dtype=np.float64))
+    return np.ldexp(np.rint(mantissa * 2.0**11) / 2.0**11, exponent)
+
+
+def test_07_tf32_keeps_10_fraction_bits_and_its_products_err_like_fp16_s():
+    assert list(_tf32([1 + 2**-11, 1 + 3 * 2**-11])) == [1.0, 1 + 2**-9]
+    text = _printed("def tf32(values)", COMPANION)
+    assert "tensorfloat32     19  3.40116e+38           2^-126    2^-10" in text
+    assert "in TF32: [1.0, 1.001953125, 0.0999755859375]" in text
+    assert float(np.float32(3.40116e38)) == pytest.approx((2 - 2**-10) * 2.0**127, rel=1e-5)
+    x, labels, ws = _start()
+    h1 = np.tanh(x.astype(np.float32) @ ws[0] + ws[1]).astype(np.float64)
+    w2 = ws[2].astype(np.float64)
+    exact = h1 @ w2
+    error = lambda p: float(np.median(np.abs(p - exact) / np.abs(exact)))  # noqa: E731
+    tf32, fp16 = error(_tf32(h1) @ _tf32(w2)), error(h1.astype(F16).astype(np.float64) @ w2.astype(F16).astype(np.float64))
+    bf16 = error(h1.astype(BF16).astype(np.float64) @ w2.astype(BF16).astype(np.float64))
+    assert 0.5e-4 <= tf32 < 1.5e-4 and tf32 == pytest.approx(fp16, rel=1e-9)  # "about 1e-4, the same as fp16's"
+    assert 0.5e-3 <= bf16 < 1.5e-3 and error(exact.astype(np.float32)) < 5e-8
+    for name, figure in (("TF32", "1e-04"), ("fp16", "1e-04"), ("bf16", "1e-03"), ("fp32, result", "2e-08")):
+        assert re.search(rf"{re.escape(name)}.*median relative error {figure}", text), name
+
+
+@pytest.mark.upstream
+def test_07_pytorch_keeps_fp32_matrix_products_in_fp32_by_default_and_lets_cudnn_use_tf32():
+    torch = pytest.importorskip("torch")
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert torch.backends.cuda.matmul.allow_tf32 is False and torch.backends.cudnn.allow_tf32 is True
+
+
+@lru_cache(maxsize=1)
+def _no_master_runs():
+    return {"fp32": _train(np.dtype(np.float32)), "master": _train(BF16), "nearest": _train(BF16, keep_master=False),
+            "stochastic": _train(BF16, keep_master=False, rounding="stochastic"),
+            "compensated": _train(BF16, keep_master=False, rounding="compensated")}
+
+
+def test_07_stochastic_rounding_and_compensation_recover_what_bf16_without_masters_loses():
+    runs = _no_master_runs()
+    share = {name: _drop(r) / _drop(runs["fp32"]) for name, r in runs.items()}
+    assert share["nearest"] < 0.15 and runs["nearest"]["lost"] > 0.85
+    assert abs(share["stochastic"] - 1) < 0.05 and abs(share["compensated"] - 1) < 0.05
+    assert abs(share["compensated"] - share["master"]) < 0.01
+    # most single updates still do not show right after their step, yet they are not lost
+    assert runs["stochastic"]["lost"] > 0.8 and runs["compensated"]["lost"] > 0.8
+
+    def off(run):  # how far a run's weights end from fp32's, as a share of how far fp32's moved
+        distance = lambda a, b: np.sqrt(sum(np.sum((u - v.astype(np.float64)) ** 2) for u, v in zip(a, b)))  # noqa: E731
+        return distance(run["weights"], runs["fp32"]["weights"]) / distance(runs["fp32"]["weights"], _start()[2])
+    assert off(runs["master"]) < 0.06 and off(runs["compensated"]) < 0.08
+    assert 0.15 < off(runs["stochastic"]) < 0.5 and off(runs["nearest"]) > 0.9
+    text = _printed("bf16_runs = {", COMPANION)
+    assert re.search(r"bf16, rounded to nearest\s+2\s+7%\s+94%\s+96%", text)
+    verdicts = _printed("shares = {name: drop_share", COMPANION)
+    assert verdicts.count(": True") == 2

@@ -147,14 +147,16 @@ def test_08_the_repair_exercise_s_step_fails_the_audit_and_the_reference_passes(
     assert audit(make_model(), token_losses, per_token_loss, padded_batch()).ok
 
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_what_can_go_wrong.ipynb"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CORE, COMPANION = NOTEBOOKS / "08_what_can_go_wrong.ipynb", NOTEBOOKS / "deeper" / "08_what_can_go_wrong_deeper.ipynb"
 LISTINGS = {"08-bug-a": "def loss_a(", "08-bug-b": "def loss_b(", "08-bug-c": "def train_step_c("}
 
 
 def _listing(key):
-    """The notebook's own cell for exercise ``key``: (its numbered lines {number: code}, the function it defines)."""
+    """The notebook's own cell for exercise ``key`` (in the core or its companion): (its numbered lines
+    {number: code}, the function it defines)."""
     nbformat = pytest.importorskip("nbformat")
-    source = next(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells
+    source = next(c.source for path in (CORE, COMPANION) for c in nbformat.read(path, as_version=4).cells
                   if c.cell_type == "code" and c.source.startswith(LISTINGS[key]))
     numbered = {}
     for line in source.splitlines()[1:]:
@@ -408,3 +410,131 @@ def test_08_pytorch_catches_a_step_before_backward_only_for_a_weight_that_backwa
     with torch.no_grad():
         bias_only.bias.add_(1.0)
     loss.backward()                                   # a bias is never saved: never caught
+
+
+def _loss_after_training(reduction, pad_to, steps=20, lr=0.5):
+    model = make_model()
+    optimizer = SGD(model.parameters(), lr=lr)
+    inputs, targets, mask = padded_batch(pad_to=pad_to)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        reduction(token_losses(model, inputs, targets), mask).backward()
+        optimizer.step()
+    return masked_mean(token_losses(model, inputs, targets), mask).item()
+
+
+def test_08_the_repaired_step_trains_alike_whatever_the_padding_and_section_1_s_bug_does_not(stored_output):
+    repaired = [_loss_after_training(per_token_loss, pad_to) for pad_to in (6, 12)]
+    bug = [_loss_after_training(mean_over_padded, pad_to) for pad_to in (6, 12)]
+    assert repaired[0] == pytest.approx(repaired[1], rel=1e-12)
+    assert repaired[0] < bug[0] < bug[1]  # the bug's steps shrink as padding grows: it learns less, and less again
+    printed = stored_output("08", "def loss_after_training(")
+    numbers = {label: [float(v) for v in re.findall(r"to 1?[26] (\d\.\d{4})", line)]
+               for line in printed.splitlines() for label in ("the repaired step", "section 1's bug")
+               if line.startswith(label)}
+    assert numbers["the repaired step"] == [round(v, 4) for v in repaired]
+    assert numbers["section 1's bug"] == [round(v, 4) for v in bug]
+
+
+def test_08_adam_s_first_step_barely_changes_with_four_times_the_gradient_sgd_s_is_four_times(stored_output):
+    from haaw.optim import Adam
+
+    inputs, targets, mask = padded_batch()
+
+    def first_step(optimizer_class, scale):
+        model = make_model()
+        optimizer = optimizer_class(model.parameters(), lr=0.01)
+        start = model.parameters()[0].data.copy()
+        optimizer.zero_grad()
+        (masked_mean(token_losses(model, inputs, targets), mask) * scale).backward()
+        optimizer.step()
+        return np.linalg.norm(model.parameters()[0].data - start)
+
+    assert first_step(SGD, 4) / first_step(SGD, 1) == pytest.approx(4, rel=1e-9)
+    assert first_step(Adam, 4) / first_step(Adam, 1) == pytest.approx(1, abs=1e-4)  # only eps tells them apart
+    printed = stored_output("08", "def first_step(")
+    assert "SGD : the step with 4 × the gradient is 4.000 times" in printed
+    assert "Adam: the step with 4 × the gradient is 1.000 times" in printed
+
+
+# --- the companion: a loss spike, the first module to make an inf, the 2024 accumulation bug -------------------
+
+
+def _loss_and_grad_norm(model, batch):
+    model.zero_grad()
+    loss = masked_mean(token_losses(model, batch[0], batch[1]), batch[2])
+    loss.backward()
+    return loss.item(), float(np.sqrt(sum(np.sum(p.grad ** 2) for p in model.parameters())))
+
+
+def test_08_a_bad_batch_shows_in_the_gradient_norm_before_the_loss_and_skipping_it_avoids_the_spike(stored_output):
+    good, bad = padded_batch(), (np.full((1, 40), 2), np.full((1, 40), 0), np.ones((1, 40)))
+
+    def run(skip_bad):
+        model = make_model()
+        losses, norms = [], []
+        for step in range(60):
+            _, norm = _loss_and_grad_norm(model, bad if step == 30 else good)
+            norms.append(norm)
+            if not (skip_bad and step == 30):
+                for p in model.parameters():
+                    p.data = p.data - 1.0 * p.grad
+            losses.append(masked_mean(token_losses(model, *good[:2]), good[2]).item())
+        return losses, norms
+    losses, norms = run(False)
+    assert norms[30] > 100 * norms[29] and losses[29] < 0.02 and losses[30] > 20
+    assert next(s for s in range(30, 60) if losses[s] <= losses[29]) == 52
+    skipped, _ = run(True)
+    assert max(skipped[30:]) <= skipped[29]
+    text = stored_output("08", "spike_runs = {policy")
+    assert "the norm of step 30 is 389 times step 29's" in text
+    assert re.search(r"none .*26\.935; back under step 29's loss after step 52;", text)
+    assert re.search(r"clip .*0\.693; back under step 29's loss after step 35;", text)
+    assert re.search(r"skip .*after step 30;.*steps redone: 0", text) and re.search(r"roll back .*after step 30;.*steps redone: 1", text)
+
+
+def test_08_the_nan_of_the_fp16_logits_is_born_as_an_inf_in_the_first_layer(stored_output):
+    from haaw.nn import MLP
+    model = MLP([8, 32, 32, 5], "relu", seed=0, dtype=np.float16)
+    x = np.random.default_rng(0).standard_normal((16, 8))
+    x[5] = 60000.0
+    assert np.isfinite(np.float16(60000.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        h0 = x.astype(np.float16).astype(np.float32) @ model.layers[0].weight.data.astype(np.float32) \
+            + model.layers[0].bias.data.astype(np.float32)
+        assert np.sum(np.abs(h0) > 65504) == 1 and np.all(np.abs(np.delete(h0, 5, axis=0)) < 65504)
+        out = model(Tensor(x.astype(np.float16))).data
+    assert sorted({int(r) for r in np.argwhere(np.isnan(out))[:, 0]}) == [5] and np.sum(np.isnan(out)) == 5
+    text = stored_output("08", "def watch_modules(")
+    assert "the first module to make one: model.layers.0 (Linear): 1 inf, 0 nan, from finite inputs" in text
+    assert "the logits: 5 nan, in rows [5]" in text
+
+
+def test_08_the_2024_bug_reweights_tokens_and_the_fix_is_the_big_batch_s_run(stored_output):
+    batch = padded_batch(lengths=(6, 1, 5, 2, 6, 3, 1, 4), seed=3)
+    tokens = [int(batch[2][i:i + 2].sum()) for i in range(0, 8, 2)]
+    assert tokens == [7, 7, 9, 5]
+    assert [round(28 / (4 * t), 2) for t in tokens] == [1.0, 1.0, 0.78, 1.4]
+
+    def weights_after(microbatch_loss):  # 40 SGD steps of 0.5, written out without the optimizer
+        model = make_model()
+        for _ in range(40):
+            model.zero_grad()
+            if microbatch_loss is None:
+                masked_mean(token_losses(model, *batch[:2]), batch[2]).backward()
+            else:
+                for i in range(0, 8, 2):
+                    rows = slice(i, i + 2)
+                    microbatch_loss(token_losses(model, batch[0][rows], batch[1][rows]), batch[2][rows]).backward()
+            for p in model.parameters():
+                p.data = p.data - 0.5 * p.grad
+        return [p.data for p in model.parameters()]
+    whole = weights_after(None)
+    bug = weights_after(lambda L, m: masked_mean(L, m) / 4)
+    fix = weights_after(lambda L, m: (L * m).sum() / 28.0)
+    assert max(np.max(np.abs(a - b)) for a, b in zip(fix, whole)) < 1e-12
+    assert 0.065 <= max(np.max(np.abs(a - b)) for a, b in zip(bug, whole)) < 0.075
+    text = stored_output("08", "def accumulated_run(")
+    assert "sum / all tokens (the fix)  largest weight difference from the big batch after 40 steps: under 1e-12" in text
+    assert "mean × 1/4 (the bug)        largest weight difference from the big batch after 40 steps: 0.07" in text
+    assert "big batch        : 0.0376" in text and "mean × 1/4       : 0.0309" in text and "sum / all tokens : 0.0376" in text

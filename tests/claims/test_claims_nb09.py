@@ -257,7 +257,8 @@ def test_09_overlap_saves_what_the_closed_form_says_for_the_7b_model(stored_outp
     def comm(nbytes, link):
         return lat + 2 * 7 / 8 * nbytes / link
 
-    lines = stored_output("09", "layer_count, tokens_per_worker").splitlines()
+    # the companion states the assumptions in one cell and lays out the timelines in the next
+    lines = (stored_output("09", "layer_count, tokens_per_worker") + stored_output("09", "timelines = {}")).splitlines()
     assert lines.pop(0) == ("assumed: 32 layers of 2.188e+08 parameters, 875 MB of fp32 gradients each; backward at "
                             "100·10¹² FLOPs per second")
     assert 4 * 7e9 / 32 / 1e6 == 875
@@ -338,7 +339,9 @@ def test_09_sharded_adam_over_reduce_scatter_and_all_gather_gives_the_unsharded_
     for c in copies:
         np.testing.assert_allclose(c, whole, rtol=1e-10, atol=1e-13)
     assert np.max(np.abs(whole - start)) > 0.1
-    lines = stored_output("09", "zero_steps, zero_lr = 10, 0.05").splitlines()
+    assert stored_output("09", "zero_steps, zero_lr = 10, 0.05") == "the weights moved by up to 0.38 in 10 steps\n"
+    assert f"{np.max(np.abs(whole - start)):.2f}" == "0.38"
+    lines = stored_output("09", "shard_adams = [Adam(").splitlines()
     assert lines[0] == "each worker keeps m and v for [20, 20, 20, 21] of the 81 weights"
     assert [len(c) for c in np.array_split(np.arange(81), 4)] == [21, 20, 20, 20]  # chunk (i + 1) % 4 for worker i
     assert lines[1] == "the workers' weights after the all-gather are identical: True"
@@ -346,8 +349,44 @@ def test_09_sharded_adam_over_reduce_scatter_and_all_gather_gives_the_unsharded_
 
 
 def test_09_zero_s_reduce_scatter_and_all_gather_send_what_one_all_reduce_sends(stored_output):
-    """Section 8: each half of the ring moves (N − 1)·S bytes over all workers together, the all-reduce both."""
+    """The companion's ZeRO section: each half of the ring moves (N − 1)·S bytes over all workers together, the all-reduce both."""
     read = stored_output("09", "scatter_wires, gather_wires, reduce_wires")
     n, size = 4, 81 * 8                                    # workers; the small model's 81 float64 weights
     half = (n - 1) * size
     assert (f"reduce-scatter {half:,} + all-gather {half:,} = {2 * half:,}; one all-reduce: {2 * half:,}") in read
+
+
+def test_09_with_an_all_reduce_that_averages_the_loss_divides_by_the_average_tokens_per_worker(stored_output):
+    """The companion: DDP divides the summed gradients by N, so each worker's summed token loss is divided by the
+    whole batch's tokens ÷ N; every token then weighs 1 / (total tokens), as with the core's sum and no ÷ N."""
+    from haaw.course.exercises.nb09 import microbatch_loss
+
+    inputs, targets, mask = padded_batch(lengths=(6, 3, 5, 2))
+    _, big = gradient(make_model(), masked_mean, (inputs, targets, mask))
+    halves = (slice(0, 2), slice(2, 4))
+    total = float(mask.sum())
+
+    def worker_grads(tokens):
+        out = []
+        for rows in halves:
+            model = make_model()
+            microbatch_loss(token_losses(model, inputs[rows], targets[rows]), mask[rows], tokens).backward()
+            out.append(_flat([p.grad for p in model.parameters()]))
+        return out
+
+    averaged = np.sum(worker_grads(total / 2), axis=0) / 2
+    np.testing.assert_allclose(averaged, _flat(big), rtol=1e-12, atol=1e-15)
+    own_means = np.sum([_flat(gradient(make_model(), masked_mean, (inputs[r], targets[r], mask[r]))[1])
+                        for r in halves], axis=0) / 2
+    assert np.max(np.abs(own_means - _flat(big))) > 1e-3  # averaging the workers' own means is not the fix
+    lines = stored_output("09", "loss_fn(L, m, total_tokens / 2)").splitlines()
+    assert "real tokens per worker: [9.0, 7.0] average: 8.0" in lines
+    assert lines[-2:] == ["÷ total tokens, summed agrees (rtol 1e-06)", "÷ average tokens, then ÷ N agrees (rtol 1e-06)"]
+
+
+def test_09_the_microbatch_loss_checker_accumulates_over_five_splits_of_four_batches():
+    """The core's Exercise 3 says what its checker does: five splits of four batches, each against its big batch."""
+    from haaw.course.exercises import REGISTRY
+
+    cases = REGISTRY["09-token-weighted"].cases()
+    assert len(cases) == 5 and len({case.args[0] for case in cases}) == 4

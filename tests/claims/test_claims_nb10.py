@@ -118,9 +118,9 @@ def test_10_after_training_a_handful_of_story_words_where_there_were_none(stored
     assert "\n" in sample.strip() and " " in sample
 
 
-def test_10_adam_is_ahead_of_sgd_over_steps_81_to_100(stored_output):
-    """Read from the notebook's output, as above: the two trainings are not run again."""
-    sgd, adam = map(float, re.fullmatch(r"mean loss over steps 81-100: SGD ([\d.]+), Adam ([\d.]+)\n",
+def test_10_adam_is_ahead_of_sgd_over_steps_41_to_60(stored_output):
+    """Read from the companion's output, as above: the two trainings are not run again."""
+    sgd, adam = map(float, re.fullmatch(r"mean loss over steps 41-60: SGD ([\d.]+), Adam ([\d.]+)\n",
                                         stored_output("10", "sgd_losses = train(")).groups())
     assert adam < sgd
 
@@ -152,7 +152,7 @@ def test_10_the_split_keeps_the_last_tenth_back_and_measures_it_on_20_windows(st
     windows, targets = nb10.windows(HELD)
     assert len(windows) == len(range(0, 187 - 33, 8)) == 20
     np.testing.assert_array_equal(windows[:, 1:], targets[:, :-1])
-    printed = stored_output("10", "adam_losses, held_losses = train(")
+    printed = stored_output("10", "train_data, held_data = nb10.split(")
     assert printed.startswith("training text: 1,686 characters; held-out text: 187 characters, 20 windows\n")
 
 
@@ -160,7 +160,8 @@ def test_10_the_held_out_loss_turns_and_climbs_while_the_training_loss_falls(sto
     """Memorisation, read from the stored run: the held-out loss has its lowest point inside the run, ends more
     than 0.2 above it, while the training loss ends far below both."""
     printed = stored_output("10", "adam_losses, held_losses = train(")
-    held = [(int(s), float(loss)) for s, loss in re.findall(r"(\d+): ([\d.]+)", printed.split("held-out loss at step")[1])]
+    line = re.search(r"^held-out loss at step (.*)$", printed, re.M).group(1)
+    held = [(int(s), float(loss)) for s, loss in re.findall(r"(\d+): ([\d.]+)", line)]
     assert [s for s, _ in held] == list(range(0, 301, 25))
     assert held[0][1] == pytest.approx(np.log(31), abs=0.1)
     best_step, best = min(held, key=lambda pair: pair[1])
@@ -193,7 +194,7 @@ def test_10_the_loop_overfits_one_batch_and_the_planted_bug_does_not(stored_outp
     assert all(np.array_equal(p.data, b) for p, b in zip(model.parameters(), before))
 
 
-# --- section 5: one step with everything ---------------------------------------------------------------------
+# --- the companion: everything from notebooks 06 to 09 in one step ------------------------------------------
 X1, Y1 = random_batch(TRAIN, 16, 32, np.random.default_rng(0))
 
 
@@ -341,7 +342,7 @@ def test_10_the_schedule_warms_up_linearly_then_decays_along_half_a_cosine(store
         assert control.learning_rate(s) == warm.learning_rate(s) == pytest.approx(
             0.015 * (1 + np.cos(np.pi * (s - 10) / 30)), rel=1e-12, abs=1e-15)
     nbformat = pytest.importorskip("nbformat")
-    (path,) = (Path(__file__).resolve().parents[2] / "notebooks").glob("10_*.ipynb")
+    (path,) = (Path(__file__).resolve().parents[2] / "notebooks" / "deeper").glob("10_*_deeper.ipynb")
     cell = next(c for c in nbformat.read(path, as_version=4).cells if "for warm in (1, 10):" in c.source)
     assert "decay_from=10" in cell.source   # the notebook's control is this one
     no_warmup = nb10.Recipe(lr=0.03, decay_from=10, steps=40)   # no warmup at all: the same schedule as the control
@@ -407,7 +408,7 @@ def test_10_the_step_with_every_switch_agrees_with_pytorch():
 
 
 def test_10_checkpointing_keeps_about_one_block_s_worth_so_its_share_shrinks_with_more_blocks():
-    """Cell 39: "backward rebuilds one block at a time ... with only 2 blocks that is half; with more blocks the
+    """The companion's checkpointing: "backward rebuilds one block at a time ... with only 2 blocks that is half; with more blocks the
     share would shrink"."""
     def peak(layers, checkpointing):
         model = TinyGPT(31, layers=layers, seed=0)
@@ -420,3 +421,138 @@ def test_10_checkpointing_keeps_about_one_block_s_worth_so_its_share_shrinks_wit
     two, four = (peak(n, True) / peak(n, False) for n in (2, 4))
     assert 0.4 < two < 0.6 and four < 0.35
     assert abs(peak(4, True) - peak(2, True)) < 0.1 * peak(2, True)  # about one block's worth, whatever the depth
+
+
+def test_10_under_ddp_a_worker_s_fp16_backward_sees_one_over_its_own_tokens(stored_output):
+    """The companion: with each worker's loss the mean over its own tokens, the fp16 backward sees 1/(that worker's
+    tokens); the division by the number of workers comes after, in the all-reduce, and gives the whole batch's mean."""
+    model = TinyGPT(31, seed=0)
+    halves = np.array_split(np.arange(16), 2)
+    per_worker = []
+    for rows in halves:   # each worker: the mean over its own 256 tokens, its own backward
+        model.zero_grad()
+        F.cross_entropy(model(X1[rows]).reshape(-1, 31), Y1[rows].reshape(-1)).backward()
+        per_worker.append(_flat_grad(model))
+    reduced = sum(per_worker) / len(per_worker)   # the all-reduce's sum, then ÷ the number of workers
+    np.testing.assert_allclose(reduced, _whole_batch_gradient(), rtol=1e-10, atol=1e-14)
+    # ... and each worker's own gradient is 2 times the size of its share of the whole-batch gradient
+    model.zero_grad()
+    (F.cross_entropy(model(X1[halves[0]]).reshape(-1, 31), Y1[halves[0]].reshape(-1), reduction="sum") / 512).backward()
+    np.testing.assert_allclose(per_worker[0], 2 * _flat_grad(model), rtol=1e-10, atol=1e-14)
+    read = stored_output("10", "def micro_batch_gradient(")
+    whole = re.search(r"nonzero entries below 2\^-14, fp16's smallest normal number: (\d+)%", read)
+    worker = re.search(r"one worker's 2\^14 tokens \(8 workers\), fp16 without a scale: nonzero entries below 2\^-14: "
+                       r"(\d+)%; ([\d.]+)% became 0; gradient vs float64's: within (\S+)", read)
+    lost_whole = float(re.search(r"float16   scale 2\^0 +([\d.]+)% of the nonzero", read).group(1))
+    assert int(worker.group(1)) < int(whole.group(1))         # fewer below fp16's smallest normal number
+    assert 0 < float(worker.group(2)) < lost_whole            # fewer become 0
+    assert float(worker.group(3)) < 1e-1                      # closer to float64's than the 2^17 run's 1e-01
+
+
+def test_10_adam_s_step_is_about_lr_when_gradients_agree_and_well_below_when_they_are_noisy(stored_output):
+    """The core: lr is the step's upper scale, not its usual size. The rule on made-up gradients, then on this
+    model's (the companion's measurement, read from its output, and a shorter run here)."""
+    def sizes(grads):
+        m = v = 0.0
+        out = []
+        for t, g in enumerate(grads, start=1):
+            m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+            out.append(abs(m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8))
+        return np.array(out)
+
+    rng = np.random.default_rng(0)
+    assert np.allclose(sizes(np.full(200, 0.3)), 1.0, rtol=1e-6)                  # agreeing: about lr
+    assert np.median(sizes(0.1 + rng.standard_normal(2000))) < 0.4                 # noisy: well below
+    assert sizes(np.r_[np.full(1000, 1e-3), 1.0])[-1] > 2.5                        # after small ones: up to ~3·lr
+    model = TinyGPT(31, seed=0)
+    optimizer = Adam(model.parameters(), lr=3e-3)
+    _train(model, optimizer, 20)
+    ratio = np.concatenate([(np.abs(m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)).ravel()
+                            for m, v, t in zip(optimizer.m, optimizer.v, optimizer.steps)])
+    assert np.median(ratio) < 0.5
+    read = stored_output("10", "def step_sizes(")
+    first, later = re.findall(r"(\d[\d,]*) weights: median ([\d.]+) lr; above 0.5 lr: (\d+)%; above lr: ([\d.]+)%", read)
+    assert first[0] == later[0] == "28,511" and float(first[1]) == 1.0 and float(first[3]) == 0
+    assert float(later[1]) < 0.2 and int(later[2]) < 20 and 0 < float(later[3]) < 1   # "less than a fifth"
+    # the companion's question: random signs give about a fifth of lr, the answer its checker accepts
+    mean = float(re.search(r"random signs, 1000 steps: \|m̂\| / √v̂ is ([\d.]+) on average", read).group(1))
+    assert 0.15 < mean < 0.22 and abs(mean - 0.2) < abs(mean - 0.5)
+    assert np.sqrt(0.1 / 1.9) == pytest.approx(0.23, abs=0.005)   # the spread its hints and solution state
+    assert check("10-noisy-adam-step", "a fifth").correct and not check("10-noisy-adam-step", "half").correct
+    nbformat = pytest.importorskip("nbformat")
+    (core,) = (Path(__file__).resolve().parents[2] / "notebooks").glob("10_*.ipynb")
+    text = " ".join(c.source for c in nbformat.read(core, as_version=4).cells if c.cell_type == "markdown")
+    assert "usually about `lr`" not in text and "upper scale, not its usual size" in text
+
+
+def test_10_the_schedule_can_end_at_a_floor_and_by_default_decays_to_0(stored_output):
+    plain, floored = nb10.Recipe(lr=0.003, warmup=10, steps=60), nb10.Recipe(lr=0.003, warmup=10, steps=60, floor=0.1)
+    assert plain.learning_rate(60) == 0 and floored.learning_rate(60) == pytest.approx(0.0003, rel=1e-12)
+    for s in range(10, 60):   # the same half cosine, squeezed between the floor and the peak
+        assert floored.learning_rate(s) == pytest.approx(0.0003 + 0.9 * plain.learning_rate(s), rel=1e-12)
+    assert [floored.learning_rate(s) for s in range(10)] == [plain.learning_rate(s) for s in range(10)]
+    read = stored_output("10", "learning rate with 10 warmup steps in 60")
+    assert "with a floor of 10% of the peak:" in read and "step 59: 0.00030, step 60: 0.00030" in read
+
+
+def test_10_the_capstone_trains_on_every_piece_the_learner_wrote(capsys):
+    """The core's last run: the learner's functions from 03 and 05 (cores and companions) and adam_step, all in the
+    engine at once, give the engine's losses; without attention plugged in, softmax_backward runs in its place."""
+    from haaw.course.exercises import nb03 as ex03, nb05 as ex05
+
+    pieces = {"linear": ("03-linear-backward", ex03.linear_backward), "softmax": ("05-softmax-backward", ex05.softmax_backward),
+              "unbroadcast": ("03-unbroadcast", ex03.unbroadcast),
+              "cross_entropy": ("03-cross-entropy", ex03.cross_entropy_forward_backward),
+              "attention": ("05-attention-backward", ex05.attention_backward),
+              "layer_norm": ("05-layer-norm-backward", ex05.layer_norm_backward)}
+    mine = {slot: inspect.unwrap(fn) for slot, (_, fn) in pieces.items()}
+    for slot, (key, _) in pieces.items():
+        assert check(key, mine[slot]).correct, key
+    assert check("10-adam-step", adam_step).correct
+    engine = TinyGPT(len(TOKENIZER), seed=0)
+    engine_losses = _train(engine, Adam(engine.parameters(), lr=3e-3), 3)
+    with yours(**mine, adam=adam_step) as plugged:
+        assert plugged.all
+        model = TinyGPT(len(TOKENIZER), seed=0)
+        losses = _train(model, Adam(model.parameters(), lr=3e-3), 3)
+    np.testing.assert_allclose(losses, engine_losses, rtol=1e-6)
+    calls = []
+    counted = lambda s, G: calls.append(1) or mine["softmax"](s, G)   # noqa: E731
+    assert check("05-softmax-backward", counted).correct
+    calls.clear()
+    with yours(softmax=counted):
+        model = TinyGPT(len(TOKENIZER), seed=0)
+        _train(model, Adam(model.parameters(), lr=3e-3), 1)
+    assert len(calls) == 2   # one masked softmax per block, in attention
+    capsys.readouterr()
+
+
+def test_10_the_loss_figures_keep_their_legends_off_the_data():
+    """The core's training curves and the companion's everything-on run: each legend lies outside its axes."""
+    import ast
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    nbformat = pytest.importorskip("nbformat")
+
+    root = Path(__file__).resolve().parents[2] / "notebooks"
+    cells = [c for path in (*root.glob("10_*.ipynb"), *root.glob("deeper/10_*_deeper.ipynb"))
+             for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    for marker in ("adam_losses, held_losses = train(", "full = nb10.Trainer(everything"):
+        source = next(c.source for c in cells if marker in c.source)
+        calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "legend"]
+        assert len(calls) == 1, marker   # one legend, for the twin axes too
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in calls[0].keywords}
+        figsize = ast.literal_eval(next(k.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+                                        and getattr(n.func, "attr", "") == "subplots" for k in n.keywords
+                                        if k.arg == "figsize"))
+        fig, ax = plt.subplots(figsize=figsize)
+        for i in range(4):
+            ax.plot(np.arange(60), np.linspace(3.4, 2.2, 60) + 0.1 * i, label=f"a line labelled {i}")
+        legend = ax.legend(**kwargs)
+        fig.canvas.draw()
+        box, axes = legend.get_window_extent(), ax.get_window_extent()
+        assert not box.overlaps(axes), f"{marker}: the legend lies over the axes"
+        plt.close(fig)

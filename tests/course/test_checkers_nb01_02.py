@@ -15,6 +15,7 @@ from haaw import Value
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.engine import plugins
+from haaw.engine.forward_mode import Dual
 
 NUMERICAL = "This looks like a numerical estimate of the slope"
 WRITE_THE_FORMULA = "write the derivative's formula"
@@ -352,3 +353,51 @@ def test_a_sequence_of_the_wrong_length_or_shape_is_still_refused_with_the_reaso
     assert feedback.status == WRONG and "needs 2 entries, one per input; yours has 3" in feedback.message
     feedback = check("01-mul-local", mul_local_a_matrix)
     assert feedback.status == WRONG and "return two things" in feedback.message
+
+
+# --- 02-hvp: forward over reverse, written as learners write it --------------------------------------------
+
+
+def hvp_with_a_loop(grad, x, v):  # right: Duals built one by one, the tangents read into an array
+    duals = []
+    for i in range(len(x)):
+        duals.append(Dual(float(x[i]), float(v[i])))
+    return np.array([g.tangent for g in grad(*duals)])
+
+
+def hvp_twice(grad, x, v):  # two passes, the second along 2v, halved: right, if wasteful
+    return [g.tangent / 2 for g in grad(*[Dual(a, 2 * b) for a, b in zip(x, v)])]
+
+
+def hvp_of_the_values(grad, x, v):  # the gradient along v, not the gradient's change: a dot product
+    g = grad(*[Dual(a, b) for a, b in zip(x, v)])
+    return [sum(gi.data * vi for gi, vi in zip(g, v))] * len(x)
+
+
+def hvp_forgot_the_tangent(grad, x, v):  # Duals built with the default tangent 0
+    return [g.tangent for g in grad(*[Dual(a) for a in x])]
+
+
+def hvp_one_sided(grad, x, v, h=1e-6):  # a forward difference of gradients
+    base, moved = grad(*x), grad(*[a + h * b for a, b in zip(x, v)])
+    return [(m.data - b.data) / h for m, b in zip(moved, base)]
+
+
+def hvp_tangents_summed(grad, x, v):  # one number where each input has its own
+    return sum(g.tangent for g in grad(*[Dual(a, b) for a, b in zip(x, v)]))
+
+
+@pytest.mark.parametrize("fn", [hvp_with_a_loop, hvp_twice])
+def test_a_hessian_vector_product_written_another_right_way_passes(fn):
+    assert check("02-hvp", fn).status == CORRECT
+
+
+@pytest.mark.parametrize("fn", [hvp_of_the_values, hvp_forgot_the_tangent, hvp_one_sided, hvp_tangents_summed])
+def test_wrong_hessian_vector_products_are_refused(fn):
+    feedback = check("02-hvp", fn)
+    assert feedback.status == WRONG, feedback.message
+
+
+def test_a_zero_tangent_is_not_called_a_named_mistake_it_did_not_make():
+    feedback = check("02-hvp", hvp_forgot_the_tangent)
+    assert "This looks like" not in feedback.message or "H·x" not in feedback.message, feedback.message

@@ -856,3 +856,88 @@ def attention_without_the_shift(Q, K, V, mask, G):
 def test_attention_without_the_stable_softmax_s_shift_is_refused_on_large_scores():
     with np.errstate(all="ignore"):
         refused(ATTENTION, attention_without_the_shift, "large scores", "subtract each row's own largest score")
+
+
+# --- 03-grad-check: a gradient checker, written as learners write it --------------------------------------
+GRAD_CHECK = "03-grad-check"
+
+
+def grad_check_flat(f, x, grad, coords, h):  # right: through a flat copy, np.maximum for the scale
+    errors = []
+    for i in coords:
+        k = np.ravel_multi_index(i, x.shape)
+        step = np.zeros(x.size)
+        step[k] = h
+        n = (f(x + step.reshape(x.shape)) - f(x - step.reshape(x.shape))) / (2 * h)
+        a = grad[i]
+        errors.append(0.0 if a == n == 0 else abs(a - n) / np.maximum(abs(a), abs(n)))
+    return errors
+
+
+def grad_check_in_place(f, x, grad, coords, h):  # nudges x itself, and puts it back
+    errors = []
+    for i in coords:
+        x[i] += h
+        up = f(x)
+        x[i] -= 2 * h
+        down = f(x)
+        x[i] += h
+        n = (up - down) / (2 * h)
+        errors.append(abs(grad[i] - n) / max(abs(grad[i]), abs(n), 1e-300))
+    return errors
+
+
+def grad_check_forward(f, x, grad, coords, h):  # a one-sided step, written with a fresh copy each time
+    out = []
+    for i in coords:
+        moved = np.array(x, copy=True)
+        moved[i] = moved[i] + h
+        n = (f(moved) - f(x)) / h
+        out.append(abs(grad[i] - n) / max(abs(grad[i]), abs(n)) if max(abs(grad[i]), abs(n)) else 0.0)
+    return np.array(out)
+
+
+def grad_check_mean_denominator(f, x, grad, coords, h):  # |a − n| / ((|a| + |n|) / 2): not the asked convention
+    out = []
+    for i in coords:
+        p, m = x.copy(), x.copy()
+        p[i] += h
+        m[i] -= h
+        n = (f(p) - f(m)) / (2 * h)
+        s = (abs(grad[i]) + abs(n)) / 2
+        out.append(abs(grad[i] - n) / s if s else 0.0)
+    return np.array(out)
+
+
+def grad_check_no_zero_guard(f, x, grad, coords, h):  # 0/0 where both are 0: nan
+    out = []
+    for i in coords:
+        p, m = x.copy(), x.copy()
+        p[i] += h
+        m[i] -= h
+        n = (f(p) - f(m)) / (2 * h)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append(np.abs(grad[i] - n) / np.maximum(np.abs(grad[i]), np.abs(n)))
+    return np.array(out)
+
+
+def grad_check_whole_vector(f, x, grad, coords, h):  # one difference along all coordinates at once
+    n = (f(x + h) - f(x - h)) / (2 * h)
+    return np.array([abs(grad[i] - n) / max(abs(grad[i]), abs(n)) for i in coords])
+
+
+def test_a_gradient_checker_written_another_right_way_passes():
+    passes(GRAD_CHECK, grad_check_flat)
+
+
+def test_a_checker_that_nudges_its_input_in_place_is_told_so():
+    refused(GRAD_CHECK, grad_check_in_place, "changes one of its inputs in place")
+
+
+def test_a_one_sided_checker_is_named():
+    refused(GRAD_CHECK, grad_check_forward, named="a one-sided difference")
+
+
+@pytest.mark.parametrize("fn", [grad_check_mean_denominator, grad_check_no_zero_guard, grad_check_whole_vector])
+def test_checkers_with_other_mistakes_are_refused_without_a_wrong_name(fn):
+    refused(GRAD_CHECK, fn, named=None)

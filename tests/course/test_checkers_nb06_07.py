@@ -1,4 +1,4 @@
-"""The checkers of 06-checkpoint, 07-update-scale and 07-unscale-then-clip against wrong code written the way
+"""The checkers of 06-checkpoint, 07-update-scale, 07-unscale-then-clip and 07-stochastic-rounding against wrong code written the way
 learners write it (none of it taken from the checkers' lists of named mistakes), and against right code written in
 other forms than the course's."""
 import inspect
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from haaw import Tensor, no_grad
+from haaw.amp import dtype
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.engine import Function
@@ -328,6 +329,56 @@ def test_the_memory_check_holds_when_something_else_traces_memory_already():
         tracemalloc.stop()
 
 
+class LeavesACycleOfGarbage(Function):  # right: its scratch dict is garbage once forward returns, if in a cycle
+    @staticmethod
+    def forward(ctx, fn, x):
+        with no_grad():
+            out = fn(Tensor(x))
+        scratch = {"out": out.data.copy()}
+        scratch["itself"] = scratch  # a reference cycle: freed by a collection, not when forward returns
+        ctx.fn, ctx.x = fn, x
+        return out.data
+
+    @staticmethod
+    def backward(ctx, g):
+        x = Tensor(ctx.x, requires_grad=True)
+        ctx.fn(x).backward(g)
+        return None, x.grad
+
+
+def test_garbage_in_a_reference_cycle_is_not_counted_as_kept():
+    """Arrays in a cycle that nothing reaches are freed by a collection, not counted as kept. Python's own
+    collections are off here, so only the checker's can free the cycle."""
+    import gc
+
+    gc.disable()
+    try:
+        feedback = check("06-checkpoint", LeavesACycleOfGarbage)
+    finally:
+        gc.enable()
+    assert feedback.status == CORRECT, feedback.message
+
+
+@pytest.mark.slow  # it builds a large session's worth of objects to collect
+def test_a_large_session_does_not_slow_the_memory_check():
+    """The checker's collection looks at what the forward pass made alone (the objects before it are frozen), so a
+    session holding many objects takes no longer to check: a class that keeps arrays where no place shows them makes
+    the checker collect at every case it runs, 11 here."""
+    import gc
+    import time
+
+    session = [[i, (i,)] for i in range(300_000)]  # a notebook's, or a test run's, objects
+    start = time.perf_counter()
+    gc.collect()
+    whole = time.perf_counter() - start
+    start = time.perf_counter()
+    feedback = check("06-checkpoint", KeepsAGenerator)
+    took = time.perf_counter() - start
+    assert feedback.status == WRONG and "in a place the checker cannot name" in feedback.message
+    assert took < 5 * whole, (took, whole)  # 11 collections of the whole session would take 11 times one
+    del session
+
+
 # --- 07-update-scale: no cap, separate factors, and any sequence of two numbers --------------------------------
 
 
@@ -617,3 +668,90 @@ def test_unscale_and_clip_that_divides_by_a_zero_norm_is_refused():
 
     feedback = check("07-unscale-then-clip", unscale_and_clip_plain_division)
     assert feedback.status == WRONG and "all zero" in feedback.message and "ZeroDivisionError" in feedback.message
+
+
+# --- 07-stochastic-rounding: wrong implementations of my own, each refused -----------------------------------
+
+
+def _bf16():
+    return dtype("bfloat16")
+
+
+def round_by_the_bits(x, u):  # right, another way: the lower 16 bits of the pattern are the chance of going up
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    up = (u * 65536) < (bits & np.uint32(0xFFFF))
+    return ((bits & np.uint32(0xFFFF0000)) + (up.astype(np.uint32) << np.uint32(16))).view(np.float32).astype(_bf16())
+
+
+def round_on_magnitudes(x, u):  # right, a third way: round |x| (away from 0 with its chance), then put the sign back
+    m = np.abs(x).astype(np.float64)
+    low = np.abs(x).astype(_bf16()).astype(np.float64)
+    low = np.where(low > m, np.nextafter(np.abs(x).astype(_bf16()), _bf16().type(0)).astype(np.float64), low)
+    high = np.nextafter(low.astype(_bf16()), _bf16().type(np.inf)).astype(np.float64)
+    p = np.where(m > low, (m - low) / (high - low), 0.0)
+    return (np.sign(x) * np.where(u < p, high, low)).astype(_bf16())
+
+
+def round_returning_float32(x, u):  # the right numbers, in the wrong format
+    return round_by_the_bits(x, u).astype(np.float32)
+
+
+def round_ignoring_the_sign(x, u):  # the neighbours of |x|, the sign lost
+    return round_by_the_bits(np.abs(x), u)
+
+
+def round_up_only_on_u_above_p(x, u):  # u > p as the test: up with chance 1 − p, the swapped probabilities again
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    r = bits & np.uint32(0xFFFF)
+    up = (r > 0) & ((u * 65536) > r)
+    return ((bits & np.uint32(0xFFFF0000)) + (up.astype(np.uint32) << np.uint32(16))).view(np.float32).astype(_bf16())
+
+
+def round_with_fp16_gaps(x, u):  # fp16's neighbours, stored in bf16: not bf16's neighbours of x
+    near = x.astype(np.float16)
+    below = np.where(near <= x, near, np.nextafter(near, np.float16(-np.inf))).astype(np.float64)
+    above = np.where(near >= x, near, np.nextafter(near, np.float16(np.inf))).astype(np.float64)
+    gap = np.where(above > below, above - below, 1.0)
+    return np.where(u < (x - below) / gap, above, below).astype(_bf16())
+
+
+def round_with_one_u_for_all(x, u):  # the first u used for every entry: same shares, as each case draws u alike
+    return round_by_the_bits(x, np.full(x.shape, u.flat[0]))
+
+
+@pytest.mark.parametrize("fn", [round_by_the_bits, round_on_magnitudes, round_with_one_u_for_all],
+                         ids=lambda f: f.__name__)
+def test_right_forms_of_stochastic_rounding_pass(fn):
+    assert check("07-stochastic-rounding", fn).correct
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered", "ignore:invalid value encountered")
+@pytest.mark.parametrize("fn, words", [
+    (round_returning_float32, "return a bf16 array"),
+    (round_ignoring_the_sign, "negative numbers"),
+    (round_with_fp16_gaps, "wrong values"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_wrong_stochastic_rounding_is_refused(fn, words):
+    feedback = check("07-stochastic-rounding", fn)
+    assert feedback.status == WRONG and words in feedback.message, feedback.message
+    assert "This looks like" not in feedback.message, feedback.message
+
+
+@pytest.mark.parametrize("name", ["rounding to the nearest", "the probabilities swapped", "chopping the lower bits",
+                                  "a fair coin"])
+def test_each_named_rounding_mistake_is_named(name):
+    mistake = next(m for m in REGISTRY["07-stochastic-rounding"].mistakes if m.name == name)
+    feedback = check("07-stochastic-rounding", mistake.code)
+    assert feedback.status == WRONG and f"This looks like {name}:" in feedback.message, feedback.message
+
+
+def test_going_up_when_u_is_above_p_is_named_as_the_swapped_probabilities():
+    feedback = check("07-stochastic-rounding", round_up_only_on_u_above_p)
+    assert feedback.status == WRONG and "This looks like the probabilities swapped:" in feedback.message
+
+
+def test_stochastic_rounding_refuses_the_course_s_own():
+    from haaw.course import nb07
+
+    feedback = check("07-stochastic-rounding", lambda x, u: nb07.round_stochastic(x, u))
+    assert feedback.status == WRONG and "not its own work" in feedback.message, feedback.message

@@ -242,8 +242,15 @@ def test_a_float32_case_answered_in_float64_is_told_the_inputs_dtype():
         dx = (1 - y**2) * G
         return dx if y.dtype == np.float64 else dx.astype(np.float64) + 1e-3  # float64, and a little off
 
-    message = check("04-tanh-backward", tanh_backward).message
-    assert "dx is float64, but it should be float32, like the inputs (float32)" in message
+    message = check("04-tanh-backward", tanh_backward).message  # its domain says dx keeps the dtype: that first
+    assert "Case 4 of " in message and "dx is float64, but the inputs are float32" in message
+
+    def cross_entropy_forward_backward(logits, targets):  # no promise of the dtype here: told when it is also off
+        loss, dlogits = inspect.unwrap(REGISTRY["03-cross-entropy"].reference)(logits, targets)
+        return loss, dlogits if logits.dtype == np.float64 else dlogits.astype(np.float64) + 1e-3
+
+    message = check("03-cross-entropy", cross_entropy_forward_backward).message
+    assert "dlogits is float64, but it should be float32, like the inputs (float32)" in message
 
 
 def test_a_float32_answer_is_held_to_float32_s_tolerance_even_where_the_reference_is_float64(monkeypatch):

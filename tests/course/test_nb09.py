@@ -17,3 +17,17 @@ def test_a_timeout_stops_every_worker_and_says_so():
 
 def test_the_loopback_interface_is_found_by_name_on_this_machine():
     assert any(name.startswith("lo") for _, name in socket.if_nameindex())
+
+
+def test_flat_and_set_grads_are_inverse_and_put_each_piece_in_its_parameter_s_grad():
+    import numpy as np
+
+    from haaw.course.nb09 import flat, model_with, set_grads
+
+    model = model_with(initial_weights())
+    shapes = [p.shape for p in model.parameters()]
+    vector = np.arange(sum(int(np.prod(s)) for s in shapes), dtype=np.float64)
+    set_grads(model, vector)
+    assert [p.grad.shape for p in model.parameters()] == shapes
+    assert model.parameters()[0].grad.ravel()[:3].tolist() == [0.0, 1.0, 2.0]
+    np.testing.assert_array_equal(flat([p.grad for p in model.parameters()]), vector)

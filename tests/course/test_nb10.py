@@ -76,7 +76,7 @@ def test_the_glossary_quiz_marks_right_wrong_and_missing_answers():
     assert len(TERMS) == len(set(TERMS)) == len(GLOSSARY)
 
 
-# --- the recipe of switches (notebook 10, section 5) --------------------------------------------------------
+# --- the recipe of switches (notebook 10's companion) ---------------------------------------------------------
 from haaw.course import nb10  # noqa: E402
 
 
@@ -86,6 +86,17 @@ def test_the_learning_rate_is_constant_without_warmup_and_reaches_zero_at_the_en
     assert recipe.learning_rate(0) == pytest.approx(0.0025) and recipe.learning_rate(3) == pytest.approx(0.01)
     assert recipe.learning_rate(20) == pytest.approx(0.0, abs=1e-15)
     assert recipe.learning_rate(99) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_a_floor_stops_the_half_cosine_at_its_share_of_the_peak_and_leaves_the_warmup_alone():
+    plain, floored = nb10.Recipe(lr=0.01, warmup=4, steps=20), nb10.Recipe(lr=0.01, warmup=4, steps=20, floor=0.1)
+    assert [floored.learning_rate(s) for s in range(5)] == [plain.learning_rate(s) for s in range(5)]
+    assert floored.learning_rate(20) == floored.learning_rate(99) == pytest.approx(0.001, rel=1e-12)
+    for s in range(4, 20):
+        assert floored.learning_rate(s) == pytest.approx(0.001 + 0.9 * plain.learning_rate(s), rel=1e-12)
+    # no floor: the rate the notebooks printed before floors existed, to the last bit
+    assert [plain.learning_rate(s) for s in range(25)] == [
+        0.01 * (s + 1) / 4 if s < 4 else 0.01 * 0.5 * (1 + np.cos(np.pi * min(1.0, (s - 4) / 16))) for s in range(25)]
 
 
 def test_the_trainer_s_dynamic_scaler_skips_overflowing_steps_halving_the_scale_and_then_trains():

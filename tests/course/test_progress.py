@@ -96,3 +96,17 @@ def test_a_kept_function_that_no_longer_runs_is_not_handed_back(tmp_path, monkey
     assert "· 04-tanh-backward: it no longer passes" in said and "helper" in said
     assert "· 04-relu-backward: its source did not run again (SyntaxError" in said
     assert "· 99-none: there is no such exercise" in said
+
+
+def test_a_companion_shares_the_progress_file_of_the_cores(tmp_path, monkeypatch):
+    import sys
+
+    progress = sys.modules["haaw.course.exercises.progress"]  # the package exports a progress() function too
+    monkeypatch.delenv("HAAW_PROGRESS", raising=False)
+    (tmp_path / "deeper").mkdir()
+    monkeypatch.chdir(tmp_path / "deeper")
+    assert progress.where() == tmp_path / "deeper" / "haaw-progress.json"  # no core beside it: its own folder
+    (tmp_path / "03_matrices.ipynb").write_text("{}")
+    assert progress.where() == tmp_path / "haaw-progress.json"
+    monkeypatch.chdir(tmp_path)
+    assert progress.where() == tmp_path / "haaw-progress.json"

@@ -162,6 +162,174 @@ def test_pytorch_s_autograd_is_refused_too():
     assert x.grad.tolist() == [3.0, 3.0]
 
 
+# --- PyTorch's own versions: its function transforms, its autograd with gradients forced on, its optimizers,
+# clip_grad_norm_ and the GradScaler's kernels, each written as a learner writes it and right where it runs ---------
+def softmax_backward_by_torch_func(s, G):
+    torch = pytest.importorskip("torch")
+    _, pull_back = torch.func.vjp(lambda z: torch.softmax(z, dim=-1), torch.log(torch.tensor(s)))
+    return pull_back(torch.tensor(G))[0].numpy()
+
+
+def softmax_backward_by_autograd_functional(s, G):
+    torch = pytest.importorskip("torch")
+    z = torch.log(torch.tensor(s))
+    return torch.autograd.functional.vjp(lambda z: torch.softmax(z, dim=-1), z, torch.tensor(G))[1].numpy()
+
+
+def tanh_backward_by_torch_func_grad(y, G):
+    torch = pytest.importorskip("torch")
+    upstream = torch.tensor(G)
+    return torch.func.grad(lambda x: (torch.tanh(x) * upstream).sum())(torch.tensor(np.arctanh(y))).numpy()
+
+
+def tanh_backward_with_gradients_switched_back_on(y, G):
+    torch = pytest.importorskip("torch")
+    with torch.enable_grad():
+        x = torch.tensor(np.arctanh(y), requires_grad=True)
+        torch.tanh(x).backward(torch.tensor(G))
+    return x.grad.numpy()
+
+
+def adam_step_by_torch_optim(p, g, m, v, t, lr, beta1, beta2, eps):
+    torch = pytest.importorskip("torch")
+    param = torch.tensor(p, requires_grad=True)
+    optimizer = torch.optim.Adam([param], lr=lr, betas=(beta1, beta2), eps=eps)
+    param.grad = torch.tensor(g)
+    optimizer.state[param] = {"step": torch.tensor(float(t - 1)), "exp_avg": torch.tensor(m),
+                              "exp_avg_sq": torch.tensor(v)}
+    optimizer.step()
+    state = optimizer.state[param]
+    return param.detach().numpy(), state["exp_avg"].numpy(), state["exp_avg_sq"].numpy()
+
+
+def clip_grad_norm_by_torch(grads, max_norm):
+    torch = pytest.importorskip("torch")
+    params = [torch.zeros(g.shape, dtype=torch.float64 if g.dtype == np.float64 else torch.float32) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = torch.tensor(g)
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return [p.grad.numpy() for p in params], float(norm)
+
+
+def unscale_and_clip_by_torch(grads, scale, max_norm):
+    return (*clip_grad_norm_by_torch([g / scale for g in grads], max_norm), False)
+
+
+def update_scale_by_torch_kernel(scale, good_steps, found_inf, growth_factor, backoff_factor, growth_interval):
+    torch = pytest.importorskip("torch")
+    s, n = torch.tensor([float(scale)]), torch.tensor([int(good_steps)], dtype=torch.int32)
+    torch._amp_update_scale_(s, n, torch.tensor([float(found_inf)]), growth_factor,
+                             backoff_factor, growth_interval)
+    return s.item(), int(n.item())
+
+
+# torch.func's first use sets up its transforms, and torch.optim's first step imports torch._dynamo: 2 to 3 s each,
+# so the tests that call them are in the slow tier (docs/testing.md), the others in the everyday loop
+SETS_UP = pytest.mark.slow
+
+
+def _shortcut(key, fn, called, args, sets_up=False):
+    return pytest.param(key, fn, called, args, id=f"{key}-{fn.__name__}", marks=[SETS_UP] if sets_up else [])
+
+
+TORCH_SHORTCUTS = [
+    _shortcut("05-softmax-backward", softmax_backward_by_torch_func, "PyTorch's function transforms",
+              (np.array([0.2, 0.3, 0.5]), np.array([1.0, 0.0, 2.0])), sets_up=True),
+    _shortcut("05-softmax-backward", softmax_backward_by_autograd_functional, "PyTorch's autograd",
+              (np.array([0.2, 0.3, 0.5]), np.array([1.0, 0.0, 2.0]))),
+    _shortcut("04-tanh-backward", tanh_backward_by_torch_func_grad, "PyTorch's function transforms",
+              (np.tanh(np.array([0.5, -1.0])), np.array([1.0, 2.0])), sets_up=True),
+    _shortcut("04-tanh-backward", tanh_backward_with_gradients_switched_back_on, "PyTorch's autograd",
+              (np.tanh(np.array([0.5, -1.0])), np.array([1.0, 2.0]))),
+    _shortcut("10-adam-step", adam_step_by_torch_optim, "PyTorch's optimizers",
+              (np.array([1.0, -2.0]), np.array([0.5, 0.25]), np.array([0.1, 0.0]), np.array([0.01, 0.02]), 3, 0.1,
+               0.9, 0.999, 1e-8), sets_up=True),
+    _shortcut("04-clip-grad-norm", clip_grad_norm_by_torch, "PyTorch's clip_grad_norm_", ([np.array([3.0, 4.0])], 1.0)),
+    _shortcut("07-unscale-then-clip", unscale_and_clip_by_torch, "PyTorch's clip_grad_norm_",
+              ([np.array([3.0, 4.0])], 2.0, 1.0)),
+    _shortcut("07-update-scale", update_scale_by_torch_kernel, "PyTorch's GradScaler", (1024.0, 1, False, 2.0, 0.5, 2)),
+]
+
+
+@pytest.mark.parametrize("key, fn, called, args", TORCH_SHORTCUTS)
+def test_pytorch_s_own_version_is_refused_by_name(key, fn, called, args):
+    """Each computes the right numbers when it runs outside a check (the reference says so), and check refuses it,
+    naming what it called."""
+    import inspect
+
+    from haaw.course.exercises import REGISTRY
+    from haaw.course.exercises.code import _as_outputs
+
+    ex = REGISTRY[key]
+    right = inspect.unwrap(ex.reference)(*args)
+    theirs = fn(*args)
+    if key != "07-update-scale":
+        for a, b in zip(_as_outputs(theirs, ex.outputs, len(ex.outputs))[:2],
+                        _as_outputs(right, ex.outputs, len(ex.outputs))[:2]):
+            assert np.allclose(a if a.shape == b.shape else np.concatenate([np.ravel(x) for x in theirs[0]]),
+                               b if a.shape == b.shape else np.concatenate([np.ravel(x) for x in right[0]]),
+                               rtol=1e-5)
+    else:
+        assert tuple(theirs) == tuple(right)
+    feedback = check(key, fn)
+    assert feedback.status == WRONG, feedback.message
+    assert f"is not its own work: it calls {called}" in feedback.message, feedback.message
+    assert not passed(key, fn)
+
+
+@SETS_UP
+def test_torch_s_own_versions_in_the_engine_s_slot_stop_with_the_message():
+    pytest.importorskip("torch")
+    with pytest.raises(guard.ShortcutRefused, match="it calls PyTorch's function transforms"):
+        with haaw.use(tanh=tanh_backward_by_torch_func_grad):
+            _tanh()
+    with pytest.raises(guard.ShortcutRefused, match="it calls PyTorch's optimizers"):
+        with haaw.use(adam=adam_step_by_torch_optim):
+            _adam()
+
+
+@SETS_UP
+def test_another_thread_s_torch_is_untouched_while_a_check_refuses_it():
+    """The mode that refuses PyTorch's versions is the checking thread's alone, as PyTorch's no_grad is."""
+    torch = pytest.importorskip("torch")
+    inside, done, seen = threading.Event(), threading.Event(), []
+
+    def tanh_backward_that_waits(y, G):
+        inside.set()
+        done.wait(5)
+        return G * (1 - y * y)
+
+    def other_thread():
+        inside.wait(5)
+        try:
+            seen.append(torch.func.grad(lambda x: (x * x).sum())(torch.ones(2)).tolist())
+            p = torch.zeros(1, requires_grad=True)
+            p.grad = torch.ones(1)
+            torch.optim.SGD([p], lr=0.5).step()
+            seen.append(p.tolist())
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    check("04-tanh-backward", tanh_backward_that_waits)
+    worker.join(10)
+    assert seen == [[2.0, 2.0], [-0.5]]
+
+
+def test_torch_used_for_the_arithmetic_alone_passes():
+    """Refusing PyTorch's versions refuses no tensor arithmetic: the rule written with torch's operations passes."""
+    torch = pytest.importorskip("torch")
+
+    def softmax_backward(s, G):
+        s, G = torch.tensor(s), torch.tensor(G)
+        with torch.no_grad():  # allowed: it only switches gradients off
+            return (s * (G - (G * s).sum(dim=-1, keepdim=True))).numpy()
+
+    feedback = check("05-softmax-backward", softmax_backward)
+    assert feedback.status == "correct", feedback.message
+
+
 def test_the_course_s_own_reference_under_any_name_is_refused():
     from haaw.course.exercises.nb04 import tanh_backward as the_course_s
 

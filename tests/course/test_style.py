@@ -60,7 +60,7 @@ def test_no_figure_text_is_smaller_than_10_points():
     for key in ("legend.fontsize", "xtick.labelsize", "ytick.labelsize", "font.size"):
         assert mpl.rcParams[key] >= 10, key
     sources = [p.read_text() for p in (ROOT / "haaw/course").glob("*.py")]
-    sources += ["".join(c["source"]) for p in sorted((ROOT / "notebooks").glob("*.ipynb"))
+    sources += ["".join(c["source"]) for p in sorted((ROOT / "notebooks").rglob("*.ipynb"))
                 for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"]
     small = [m for s in sources for m in re.findall(r"fontsize=(\d+(?:\.\d+)?)", s) if float(m) < 10]
     assert not small, small

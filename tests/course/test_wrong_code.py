@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from haaw import Tensor
+from haaw.course.editions import course_notebooks
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.engine import plugins
@@ -249,7 +250,7 @@ def test_a_cell_that_compares_a_learner_s_function_uses_its_exercise_s_tolerance
     from haaw.course.exercises.code import _exercise_for
 
     seen = 0
-    for path in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path in course_notebooks(Path(__file__).resolve().parents[2] / "notebooks"):
         for cell in json.loads(path.read_text())["cells"]:
             source = "".join(cell["source"])
             keys = re.findall(r"pick\(\"([^\"]+)\"", source) + [

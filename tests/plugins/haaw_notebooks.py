@@ -196,6 +196,7 @@ def pytest_testnodedown(node, error):
 def pytest_terminal_summary(terminalreporter):
     if MEMORY.peaks:
         terminalreporter.write_line("notebook memory (kernel and its processes, peak while it ran): " + ", ".join(
-            f"{name[:2]} {peak / 2**20:.0f} MiB" for name, peak in sorted(MEMORY.peaks.items())))
+            f"{name[:2]}{'+' if '_deeper' in name else ''} {peak / 2**20:.0f} MiB"  # 05+: 05's companion
+            for name, peak in sorted(MEMORY.peaks.items())))
         if torch_build() == "gpu":
             terminalreporter.write_line("notebook memory: " + GPU_TORCH_NOTE)

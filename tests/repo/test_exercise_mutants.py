@@ -30,7 +30,7 @@ def planted(x):
 @pytest.fixture
 def weak(monkeypatch):
     """An exercise whose battery is one case, x = [2]: there 2·x, x + 2 and x² all give 4."""
-    ex = CodeExercise(key="zz-planted", question="Return twice the positive part of x.", signature="planted(x) -> y",
+    ex = CodeExercise(key="zz-planted", minutes=4, question="Return twice the positive part of x.", signature="planted(x) -> y",
                       reference=planted, cases=lambda: [Case("the only case", (np.array([2.0]),))], outputs=("y",))
     monkeypatch.setitem(REGISTRY, ex.key, ex)
     return ex

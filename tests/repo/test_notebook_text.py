@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from haaw.course.exercises import REGISTRY, check
+from haaw.course.editions import course_notebooks
 from haaw.course.exercises.code import CodeExercise
 from haaw.course.exercises.core import CORRECT, ArrayExercise, BugExercise, ChoiceExercise, _show
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = course_notebooks(Path(__file__).resolve().parents[2] / "notebooks")
 LESSONS = [p for p in NOTEBOOKS if not p.name.startswith("00")]  # 00 checks the setup: no lesson, no exercise
 ANSWER_KEYS = sorted(k for k, ex in REGISTRY.items() if not isinstance(ex, CodeExercise))
 
@@ -23,6 +24,9 @@ STATED = {
         "29%": "54.2 / 42.1: the step that much faster than with full recomputation",
         "90%": "selective recomputation and sequence parallelism together remove over 90% of the time overhead "
                "that activation recomputation adds",
+    },
+    "08": {  # Chowdhery et al. 2022 (PaLM), section 5.1, on their loss spikes: not measurable here
+        "100": "restarted from a checkpoint about 100 steps before the spike, skipping a few hundred batches",
     },
 }
 
@@ -72,7 +76,7 @@ def prose(cell) -> str:
     return re.sub(r"\]\([^)]*\)", "]", cell.source)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_figure_in_the_prose_is_shown_by_a_cell(path):
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
@@ -101,12 +105,13 @@ def squash(text: str) -> str:
     return re.sub(r"[\s*`_]+", " ", text).strip().lower()
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_every_exercise_asks_its_question_on_the_page_and_is_stored_untouched(path):
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)
     found = list(check_cells(nb))
-    assert any(isinstance(REGISTRY[k], CodeExercise) for _, k in found), "at least one code exercise"
+    if path.parent.name != "deeper":  # a core has one in code; its companion may ask only for answers
+        assert any(isinstance(REGISTRY[k], CodeExercise) for _, k in found), "at least one code exercise"
     for i, key in found:
         assert key in REGISTRY, f"cell {i}: no exercise {key!r}"
         above = next(c for c in reversed(nb.cells[:i]) if c.cell_type == "markdown")
@@ -126,7 +131,7 @@ def answer_forms(ex) -> list:
     return [_show(float(ex.answer))] + [str(f) for f in ex.forms]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_answer_is_printed_before_its_question(path):
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(path, as_version=4)

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from haaw.course.editions import course_notebooks
+
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = course_notebooks(ROOT / "notebooks")
 pytest_plugins = ["pytester"]
 
 

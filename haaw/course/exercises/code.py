@@ -2,7 +2,8 @@
 
 A ``CodeExercise`` knows a reference implementation, a battery of cases (small ones you can check
 by hand first, then generated ones: random shapes, broadcasting, batch dimensions, float32, extreme
-values), and the wrong implementations learners often write, each with a name and an explanation.
+values; then cases drawn from its declared ``Domain``, domain.py), and the wrong implementations
+learners often write, each with a name and an explanation.
 ``check(key, your_function)`` runs your function on every case, inside a time limit and never
 letting an exception out. On the first case it gets wrong it says which mistake your code matches,
 if it matches one, and otherwise shows where the numbers differ: yours, expected, the difference.
@@ -29,6 +30,7 @@ import numpy as np
 
 from ...engine import guard
 from ...engine.graph import is_node
+from .domain import Domain
 from .progress import keep_source, load
 from .registry import CORRECT, NOT_ATTEMPTED, REGISTRY, UNREADABLE, WRONG, Exercise, Feedback
 from .watchdog import TimeLimit, TooSlow
@@ -45,6 +47,7 @@ class Case:
     args: tuple
     detail: str = ""  # what this one is, said with the kind when a function fails it: "a = 2, b = 3"
     note: str = ""  # said when a function fails this case: what is special about it
+    scaled: bool | None = None  # tiny or huge values: each output compared relative to its own size (_tolerances)
 
     @property
     def label(self) -> str:
@@ -72,6 +75,7 @@ class Mistake:
 class CodeExercise(Exercise):
     # question: what to write; check() repeats it while the exercise is not attempted
     signature: str  # "linear_backward(X, W, G) -> (dX, dW, db)"
+    minutes: int  # a learner's minutes to write it, by difficulty (4 to 30): the time model in scripts/measure_notebooks.py
     reference: Callable
     cases: Callable[[], list]  # builds the battery, list of Case
     mistakes: list = field(default_factory=list)
@@ -86,6 +90,9 @@ class CodeExercise(Exercise):
     # the implementations a learner's function may not call while it runs (names marked refusable, guard.py): by
     # default the engine's backward; the exercise's own reference is always refused as well
     refuses: tuple = guard.BACKWARD
+    # the space the inputs come from (domain.py): check draws seeded cases from it after the teaching cases, and
+    # holds the outputs it names in keeps_dtype to the inputs' dtype
+    domain: Domain | None = None
 
     # the solution shown to learners, when the reference is not it (a reference that can also make the mistakes
     # of the table, with keyword arguments); a test runs it through the checker, so it cannot go stale
@@ -94,6 +101,8 @@ class CodeExercise(Exercise):
     def __post_init__(self):
         """The reference becomes refusable while a learner's function for this exercise runs, under every name it
         has: here, and in the module that defines it (as a decorator would have made it)."""
+        if not 4 <= self.minutes <= 30:
+            raise ValueError(f"{self.key}: a code exercise takes 4 to 30 minutes, not {self.minutes}")
         original, name = self.reference, f"reference {self.key}"
         what = f"the course's own {getattr(original, '__name__', 'solution')} (the answer to {self.key})"
         if isinstance(original, type):  # a class: subclassing it is caught by the engine class it rebuilds
@@ -107,6 +116,10 @@ class CodeExercise(Exercise):
     @property
     def solution(self) -> str:
         return textwrap.dedent(self.solution_code or inspect.getsource(self.reference))
+
+    def all_cases(self) -> list:
+        """The battery check runs: the teaching cases, then the cases drawn from the domain."""
+        return [*self.cases(), *(self.domain.cases(self.key) if self.domain else ())]
 
     def mistake_pairs(self) -> list:
         return [(m.name, m.why) for m in self.mistakes]
@@ -253,6 +266,23 @@ def _tolerance(ex, arrays):
     return (1e-4, 1e-5) if low else (ex.rtol, ex.atol)
 
 
+def _tolerances(ex, case, expected) -> list:
+    """(rtol, atol) for each output of ``case``: float32's if float32 is in or out, the exercise's otherwise. On a
+    case of tiny or huge values (``case.scaled``) atol is taken relative to the output's largest finite entry: an
+    entry of a huge output that nearly cancels is off by rounding far more than atol, and a tiny output lies within
+    atol of anything."""
+    rtol, atol = _tolerance(ex, [*expected, *_arrays_in(case.args)])
+    if not case.scaled:
+        return [(rtol, atol)] * len(expected)
+    found = []
+    for e in expected:
+        sizes = np.abs(e.astype(np.float64)).ravel()
+        sizes = sizes[np.isfinite(sizes)]
+        size = float(sizes.max()) if sizes.size else 0.0
+        found.append((rtol, atol * size if size > 0 else atol))
+    return found
+
+
 def _same(a: np.ndarray, b: np.ndarray, rtol, atol) -> bool:
     if a.shape != b.shape:
         return False
@@ -300,7 +330,7 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
                                        f"`...` placeholder. Replace each ... with your code, then run the cell again."
                                        f"\nThe task: {ex.question}")
     run = ex.run or (lambda f, *args: f(*_copies(args)))
-    cases = ex.cases()
+    cases = ex.all_cases()
     limit = _time_limit()
     try:
         with limit:
@@ -327,6 +357,7 @@ def _refusing_for_a_class(ex, fn):
 
 def _battery(ex, fn, name, run, cases) -> Feedback:
     own = _on_its_own(ex, fn)
+    changed_dtype = ""  # what is said about the first case whose outputs did not keep the inputs' dtype
     for number, case in enumerate(cases, start=1):
         right = ex.expected(case) if ex.expected else run(ex.reference, *case.args)
         expected = _as_outputs(right, ex.outputs, len(ex.outputs))
@@ -334,23 +365,67 @@ def _battery(ex, fn, name, run, cases) -> Feedback:
         note = f"\n({case.note})" if case.note else ""
         try:
             with _refusing_for_a_class(ex, fn):
-                mine = _as_outputs(_call(lambda *a: run(own, *a), case.args, name), ex.outputs, len(ex.outputs))
+                result = _call(lambda *a: run(own, *a), case.args, name)
+            mine = _as_outputs(result, ex.outputs, len(ex.outputs))
         except LearnerError as err:
             if err.status == NOT_ATTEMPTED:
                 return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
             return Feedback(WRONG, f"✗ Not yet. {where}: {err.message}{note}")
-        rtol, atol = _tolerance(ex, [*expected, *_arrays_in(case.args)])  # float32 in or out: float32's tolerance
-        bad = [i for i, (m, e) in enumerate(zip(mine, expected)) if not _same(m, e, rtol, atol)]
+        dtype = _dtype_changed(ex, result, case)
+        changed_dtype = changed_dtype or (f"✗ Not yet. {where}: {dtype}" if dtype else "")
+        tolerances = _tolerances(ex, case, expected)  # float32 in or out: float32's tolerance
+        bad = [i for i, (m, e, t) in enumerate(zip(mine, expected, tolerances)) if not _same(m, e, *t)]
         if not bad:
             continue
-        verdict = _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases)
+        if dtype:  # the values are off where the dtype changed too: the dtype first, where it first changed
+            return Feedback(WRONG, changed_dtype)
+        verdict = _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases)
         return dataclasses.replace(verdict, message=verdict.message + note + _diagnosis(ex, fn, case))
+    if changed_dtype:  # every value is right, but not every dtype
+        return Feedback(WRONG, changed_dtype)
     labels = ", ".join(dict.fromkeys(c.kind for c in cases))
     plug = (f" It can now run inside the engine: a later cell plugs it in with yours({ex.slot}=...)."
             if ex.slot else "")
     low = any(a.dtype.itemsize < 8 and a.dtype.kind == "f" for c in cases for a in _arrays_in(c.args))
     within = f"each within a relative {ex.rtol:g}" + (" (1e-4 in float32)" if low else "")
     return Feedback(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}), {within}.{plug}")
+
+
+def _dtype_of(item):
+    """The NumPy dtype of a returned value (an array, a NumPy number, a haaw or torch tensor), or None (a Python
+    number has none: it takes the dtype of what it is combined with)."""
+    if is_node(item):
+        item = item.data
+    dtype = getattr(item, "dtype", None)
+    if dtype is None:
+        return None
+    try:
+        return np.dtype(str(dtype).removeprefix("torch."))
+    except TypeError:  # a format NumPy does not have (torch's bfloat16): the comparison of values speaks
+        return None
+
+
+def _dtype_changed(ex, result, case) -> str:
+    """What to say of an output that the domain says keeps the inputs' dtype (``keeps_dtype``) and is of another
+    floating-point dtype than the inputs (when they share one); "" if there is none. The values alone cannot show
+    it: a float64 result of float32 inputs is as close to the expected numbers as float32's tolerance asks, and it
+    would then run, silently, in float64 through an engine that trains in float32. Refused when every value is
+    right, or when the values are off where the dtype changed (then the dtype is the first thing to fix)."""
+    kept = ex.domain.keeps_dtype if ex.domain else ()
+    given = {a.dtype for a in _arrays_in(case.args) if a.dtype.kind == "f"}
+    if not kept or len(given) != 1:
+        return ""
+    (dtype,) = given
+    items = (result,) if len(ex.outputs) == 1 else tuple(result)  # _as_outputs read it: a sequence of them
+    for name, item in zip(ex.outputs, items):
+        got = None if name not in kept else _dtype_of(item)
+        if got is not None and got.kind == "f" and got != dtype:
+            return (f"{name} is {got}, but the inputs are {dtype}: a gradient keeps the dtype of its inputs, so "
+                    f"{name} must be {dtype} too. Something in your code made it {got}: an array made without "
+                    f"a dtype (np.zeros(shape) is float64; np.zeros_like(...) keeps the dtype), a NumPy float64 "
+                    f"number as a factor (np.sqrt(d) or np.float64(...); a Python float such as d ** -0.5 keeps "
+                    f"the dtype), or .astype(float) or dtype=np.float64.")
+    return ""
 
 
 def _diagnosis(ex, fn, case) -> str:
@@ -398,15 +473,15 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
             except Exception:
                 return False
         if mine is not None:
-            rtol, atol = _tolerance(ex, [*theirs, *_arrays_in(case.args)])
-            if not all(_same(m, t, rtol, atol) for m, t in zip(mine, theirs)):
+            if not all(_same(m, t, *tol) for m, t, tol in zip(mine, theirs, _tolerances(ex, case, theirs))):
                 return False
     return True
 
 
-def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()) -> Feedback:
+def _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases=()) -> Feedback:
     i = bad[0]
     out, yours, right = ex.outputs[i], mine[i], expected[i]
+    rtol, atol = tolerances[i]
     if yours.shape != right.shape:
         if right.shape == () and yours.size == 1:
             why = f": return one plain number, not an array of shape {yours.shape} (float(...) or .item())"
@@ -436,8 +511,8 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, rtol, atol, cases=()
     # a mistake is named only when it gives exactly the learner's outputs here and on every other case
     for mistake in ex.mistakes:
         theirs = outputs.get(mistake.name)
-        if theirs is not None and all(_same(theirs[j], mine[j], rtol, atol) for j in range(len(mine))) and any(
-                not _same(theirs[j], expected[j], rtol, atol) for j in bad) and _is_that_mistake(
+        if theirs is not None and all(_same(theirs[j], mine[j], *tolerances[j]) for j in range(len(mine))) and any(
+                not _same(theirs[j], expected[j], *tolerances[j]) for j in bad) and _is_that_mistake(
                 ex, fn, run, mistake, cases or [case]):
             return Feedback(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
                                    f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")

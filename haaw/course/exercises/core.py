@@ -94,7 +94,7 @@ _FUNCTIONS = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "ln": math.lo
               "log10": math.log10, "abs": abs}
 
 
-def _counted(question: str) -> list:
+def counted_words(question: str) -> list:
     """The words of what a "how many" question counts: ["forward-mode", "passes"], ["GB"]; [] for other questions."""
     match = _HOW_MANY.search(question or "")
     return match.group(1).split() if match else []
@@ -102,14 +102,14 @@ def _counted(question: str) -> list:
 
 def _asked_unit(question: str) -> str | None:
     """The unit of memory a question asks for ("gb", "bytes"), or None when it asks for no such unit."""
-    counted = _counted(question)
+    counted = counted_words(question)
     if counted and counted[0].lower() in _UNITS and counted[0] != "b":  # "b" is more often a bias than a byte
         return counted[0].lower()
     match = re.search(r"\bin\s+([A-Za-z]+)\b", question or "")  # "... in GB?"
     return match.group(1).lower() if match and match.group(1).lower() in _UNITS and match.group(1) != "b" else None
 
 
-def _same_word(a: str, b: str) -> bool:
+def same_word(a: str, b: str) -> bool:
     """"pass" and "passes", "array" and "arrays": one word, singular or plural, any case."""
     def forms(word):
         word = word.lower()
@@ -117,7 +117,7 @@ def _same_word(a: str, b: str) -> bool:
     return bool(forms(a) & forms(b))
 
 
-def _number_text(text: str):
+def number_text(text: str):
     """A number as typed, as a plain number string that keeps its digits ("1,000" -> "1000"), or the value of
     arithmetic on numbers ("2^38", "sqrt(169)") as a float's repr; None for anything else."""
     text = text.strip()
@@ -156,21 +156,21 @@ def _plain(text: str, question: str = ""):
     if percent and _PLAIN.fullmatch(percent.group(1).strip()):
         return f"{percent.group(1).strip().replace(',', '')}e-2", None
     worded = re.fullmatch(r"(.*?[\d.)])\s*([A-Za-z][A-Za-z-]*(?:\s+[A-Za-z][A-Za-z-]*)*)\s*\.?", raw)
-    number = _number_text(worded.group(1)) if worded else None
+    number = number_text(worded.group(1)) if worded else None
     if number is None:
-        value = _number_text(raw)
+        value = number_text(raw)
         return (text.strip() if value is None else value), None  # not a number: _as_number says what it expected
     words = re.split(r"[\s-]+", worded.group(2).lower())
-    counted = [w for w in re.split(r"[\s-]+", " ".join(_counted(question)).lower()) if w]
+    counted = [w for w in re.split(r"[\s-]+", " ".join(counted_words(question)).lower()) if w]
     asked = _asked_unit(question)
-    what = " ".join(_counted(question))
+    what = " ".join(counted_words(question))
     alone = "; type the number alone" + (f" (or with {counted[-1]!r})" if counted and not asked else "") + "."
     if words[0] in _UNITS:
         unit, rest = words[0], words[1:]
         if asked is None:
             return None, (f"{text!r:.40}: {_UNIT_NAMES[unit]} is a unit of memory, but the question "
                           + (f"asks how many {what}" if what else "does not ask for one") + alone)
-        if rest and not all(any(_same_word(w, c) for c in counted[1:]) for w in rest):
+        if rest and not all(any(same_word(w, c) for c in counted[1:]) for w in rest):
             return None, f"{text!r:.40}: the question asks how many {what}{alone}"
         if _UNITS[asked] == 1:  # asked for bytes: any multiple of a byte is a number of bytes
             return _scaled(number, _UNITS[unit]), None
@@ -181,8 +181,8 @@ def _plain(text: str, question: str = ""):
                           f"and {other} is another unit (1 {one} = {_show(_UNITS[unit] / _UNITS[asked])} {name}). "
                           f"Give the number of {name}.")
         return number, None
-    if counted and not asked and all(any(_same_word(w, c) for c in counted) for w in words) and any(
-            _same_word(w, counted[-1]) for w in words):
+    if counted and not asked and all(any(same_word(w, c) for c in counted) for w in words) and any(
+            same_word(w, counted[-1]) for w in words):
         return number, None  # "9 passes", "20 such arrays": what the question counts
     if counted:
         return None, f"{text!r:.40}: the question asks how many {what}{alone}"
@@ -575,15 +575,17 @@ def hint(key, level: int | None = None) -> Feedback:
     ex = lookup(key)
     if ex is None:
         return Feedback(UNREADABLE, unknown_message(key))
+    solved = f"solution({key!r}) shows the worked answer" if solutions_allowed() else "solutions are switched off here"
     if not ex.hints:
-        return Feedback("hint", f"There is no hint for {key!r}; solution({key!r}) shows the worked answer.")
+        return Feedback("hint", f"There is no hint for {key!r}; {solved}.")
     if level is None:
         level = min(_hints_shown.get(key, 0) + 1, len(ex.hints))
     elif isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= len(ex.hints):
         return Feedback(UNREADABLE, f"hint({key!r}, level) takes a level from 1 to {len(ex.hints)}; got {level!r}.")
     _hints_shown[key] = level
     more = (f" (hint({key!r}) again for hint {level + 1})" if level < len(ex.hints)
-            else f" That was the last hint: solution({key!r}) shows the worked answer.")
+            else f" That was the last hint: {solved}." if solutions_allowed()
+            else f" That was the last hint ({solved}): the rest is yours, and check({key!r}, ...) says what is off.")
     return Feedback("hint", f"Hint {level}/{len(ex.hints)}: {ex.hints[level - 1]}{more}")
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, scalar
 
 register(NumberExercise(
     key="01-dL/dw",
@@ -38,7 +39,7 @@ register(NumberExercise(
         1.88: "1.88 used dL/dy = 12; the update needs dL/dw.",
     },
     hints=("The update rule is w_new = w_old − η · dL/dw.",
-           "η · dL/dw = 0.01 · 36 = 0.36."),
+           "Here w_old = 2, η = 0.01, and dL/dw = 36, the slope the backward pass above measured: put them into the rule."),
     solution="w_new = 2 − 0.01 · 36 = 2 − 0.36 = 1.64.",
 ))
 
@@ -181,8 +182,18 @@ def numerical_slope(reference, count=1):
     return diagnose
 
 
+def draws_two_numbers(rng, pick):
+    """draw(rng, pick) for an operation of two numbers: the pick's kind of value in one of them (which one is
+    drawn), a plain number of either sign in the other."""
+    first = rng.random() < 0.5
+    a, b = scalar(rng, pick.values), scalar(rng, "mixed")
+    a, b = (a, b) if first else (b, a)
+    return Case(DRAWN, (a, b), detail=f"a = {a!r}, b = {b!r}")
+
+
 register(CodeExercise(
     key="01-mul-local",
+    minutes=4,
     question="Write the scalar engine's multiplication: return a·b and its two local derivatives, "
              "d(a·b)/da and d(a·b)/db.",
     signature="mul_local(a, b) -> (a·b, (d/da, d/db))",
@@ -191,6 +202,7 @@ register(CodeExercise(
                    Case("a zero", (0.0, 5.0)), Case("fractions", (0.25, -0.5))],
     outputs=("a·b", "d(a·b)/da", "d(a·b)/db"),
     run=value_and_locals(2),
+    domain=Domain(draws_two_numbers, values=VALUES, size=6),
     slot="mul",
     mistakes=[
         Mistake("each input's own value as its derivative",
@@ -236,8 +248,27 @@ _POW_MORE = [
 ]
 
 
+def _draw_pow(rng, pick):
+    """aⁿ for the pick's exponent, at a base of the pick's kind: of either sign where n is a whole number (odd and
+    even powers at negative bases), positive where it is not (a negative base has no real fractional power), never 0
+    where n < 1 (0ⁿ⁻¹ is a division by zero there); tiny and huge bases as far from 1 as aⁿ and aⁿ⁻¹ stay finite
+    and nonzero. A whole n comes as an int or a float."""
+    n = pick.exponent
+    whole = float(n).is_integer()
+    kind = "mixed" if pick.values == "zero" and n < 1 else pick.values
+    a = scalar(rng, kind, 0.2, 5.0)
+    if kind in ("tiny", "huge"):  # 10^±k with |n|·k and |n − 1|·k under 250: aⁿ and aⁿ⁻¹ are normal floats
+        k = rng.uniform(5, min(100, 250 / max(abs(n), abs(n - 1), 1)))
+        a = float(np.copysign(10.0 ** (-k if kind == "tiny" else k), a))
+    if not whole:
+        a = abs(a)
+    n = int(n) if whole and rng.random() < 0.5 else float(n)
+    return Case(DRAWN, (a, n), detail=f"a = {a:.6g}, n = {n!r}")
+
+
 register(CodeExercise(
     key="01-pow-local",
+    minutes=6,
     question="Write the scalar engine's power with a plain-number exponent n: return aⁿ and its local "
              "derivative d(aⁿ)/da.",
     signature="pow_local(a, n) -> (aⁿ, (d/da,))",
@@ -252,6 +283,7 @@ register(CodeExercise(
                    *_POW_MORE],
     outputs=("aⁿ", "d(aⁿ)/da"),
     run=value_and_locals(1),
+    domain=Domain(_draw_pow, values=VALUES, exponents=(2, 3, 4, 5, 1, -1, -2, -3, 0.5, 1.5, 1 / 3, 2.5), size=12),
     slot="pow",
     # the formula is exact to rounding; a finite difference is not, at any step from 1e-3 to 1e-8 (at 1e150 a step
     # that small does not even change a); atol 0, so that the tiny values are held to their own scale

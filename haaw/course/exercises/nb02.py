@@ -6,11 +6,13 @@ import sys
 import numpy as np
 
 from ...engine import Value
+from ...engine.forward_mode import Dual, gradient
 from ...engine.graph import parents
 from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import NumberExercise, register
-from .nb01 import numerical_slope, value_and_locals
+from .domain import DRAWN, VALUES, Domain, scalar
+from .nb01 import draws_two_numbers, numerical_slope, value_and_locals
 
 register(NumberExercise(
     key="02-fan-out",
@@ -40,7 +42,7 @@ register(NumberExercise(
         2: "2 is x. Follow both uses of w back from L.",
     },
     hints=("L = w·h uses w directly (contribution h) and through h = w·x (contribution w·x).",
-           "Direct use: h = 6. Through h: dL/dh · dh/dw = w · x = 3 · 2 = 6.",),
+           "Evaluate each contribution at w = 3, x = 2 (h is what the forward pass computed), then add them.",),
     solution="Direct use: h = 6; through h: w · x = 6; the sum is 12 (check: L = w²x, dL/dw = 2wx = 12).",
 ))
 
@@ -88,6 +90,7 @@ def exp_local(a):
 
 register(CodeExercise(
     key="02-add-local",
+    minutes=4,
     question="Write the scalar engine's addition: return a+b and its two local derivatives, "
              "d(a+b)/da and d(a+b)/db.",
     signature="add_local(a, b) -> (a+b, (d/da, d/db))",
@@ -96,6 +99,7 @@ register(CodeExercise(
                    Case("a zero", (0.0, 5.0)), Case("fractions", (0.25, -0.5))],
     outputs=("a+b", "d(a+b)/da", "d(a+b)/db"),
     run=value_and_locals(2),
+    domain=Domain(draws_two_numbers, values=VALUES, size=6),
     slot="add",
     mistakes=[
         Mistake("the upstream gradient split in half",
@@ -124,8 +128,28 @@ register(CodeExercise(
 _FLAT = ("far from 0, tanh's slope is tiny and its values differ only in their last digits: 1 − t² gets the slope "
          "to within rounding, a step a ± h does not")
 
+def _draw_tanh(rng, pick):
+    """a of the pick's kind; a huge a is 20 to 300 in size, where tanh is ±1 to the last digit and the other right
+    forms' cosh(a)² and e^(2a) are still floats."""
+    a = scalar(rng, pick.values, 0.1, 10.0)
+    if pick.values == "huge":
+        a = float(np.copysign(rng.uniform(20, 300), a))
+    # held to the exercise's own atol even at a tiny a: tanh(a) through e^(2a) keeps none of a's digits there, and
+    # the value is not what the exercise asks to write, its slope is
+    return Case(DRAWN, (a,), detail=f"a = {a!r}", scaled=False)
+
+
+def _draw_exp(rng, pick):
+    """a of the pick's kind: negative down to −700 (eᵃ near 1e-304, still a normal float), huge from 50 to 709
+    (eᵃ up to 8e307), tiny about 1e-100 (eᵃ = 1 to the last digit)."""
+    a = {"negative": -rng.uniform(1, 700), "huge": rng.uniform(50, 709)}.get(pick.values)
+    a = float(a) if a is not None else scalar(rng, pick.values, 0.1, 10.0)
+    return Case(DRAWN, (a,), detail=f"a = {a!r}")
+
+
 register(CodeExercise(
     key="02-tanh-local",
+    minutes=5,
     question="Write the scalar engine's tanh: return tanh(a) and its local derivative d(tanh a)/da, "
              "written with the output t = tanh(a) as 1 − t².",
     signature="tanh_local(a) -> (tanh a, (d/da,))",
@@ -141,6 +165,7 @@ register(CodeExercise(
                         note=_FLAT)],
     outputs=("tanh a", "d(tanh a)/da"),
     run=value_and_locals(1),
+    domain=Domain(_draw_tanh, values=VALUES, size=6),
     slot="scalar_tanh",
     # 1 − t² is exact to rounding: within 1e-15 of the slope, which far out is itself tiny; a finite difference,
     # at any step from 1e-3 to 1e-8, is not (far out, tanh's values differ in their last digits only)
@@ -173,6 +198,7 @@ register(CodeExercise(
 
 register(CodeExercise(
     key="02-exp-local",
+    minutes=4,
     question="Write the scalar engine's exp: return eᵃ and its local derivative d(eᵃ)/da.",
     signature="exp_local(a) -> (eᵃ, (d/da,))",
     reference=exp_local,
@@ -184,6 +210,7 @@ register(CodeExercise(
                              "there: a numerical slope is off by 1e-11 of it or more, eᵃ is exact to rounding")],
     outputs=("eᵃ", "d(eᵃ)/da"),
     run=value_and_locals(1),
+    domain=Domain(_draw_exp, values=VALUES, size=6),
     slot="exp",
     rtol=1e-12,  # eᵃ is exact to rounding; a finite difference, at any step from 1e-3 to 1e-8, is not
     atol=0.0,
@@ -344,6 +371,49 @@ def _reused_intermediate():
     return A * A.tanh() + C.tanh() * C + D.tanh().tanh() * D, [w, A, C, D]
 
 
+_PATHS = 64  # the most paths from a random graph's root to any node: walking every path (a mistake) stays cheap
+
+
+def _random_graph(seed: int, nodes: int, reach: str):
+    """A build() for a random graph of ``nodes`` operations on three inputs, the same graph at every call.
+
+    Each operation takes one or two earlier nodes: the last few (reach "near": long and narrow, each node reused a
+    step or two later) or any (reach "far": a node reused by one made much later). Values stay within [−1.7, 1.7]
+    (tanh, products of such numbers, factors under 1, e^(x/2)/2), so no gradient overflows however deep the graph.
+    A second parent is taken only while no node has more than _PATHS paths to the root: the named mistakes that
+    push a gradient along every path stay fast."""
+    def build():
+        rng = np.random.default_rng(seed)
+        inputs = [Value(float(rng.uniform(-1, 1)), label=f"x{i}") for i in range(3)]
+        made, paths = list(inputs), [1, 1, 1]
+        for _ in range(nodes):
+            pool = range(max(0, len(made) - 3), len(made)) if reach == "near" else range(len(made))
+            i, j = (int(rng.choice(pool)) for _ in range(2))
+            op = int(rng.integers(6))
+            if op < 3 and paths[i] + paths[j] <= _PATHS:
+                a, b = made[i], made[j]
+                node = (a + b).tanh() if op == 0 else a * b if op == 1 else a.tanh() * b
+                count = paths[i] + paths[j]
+            else:
+                a = made[i]
+                node = a.tanh() if op == 3 else a * float(rng.uniform(-0.9, 0.9)) if op == 4 else (a * 0.5).exp() * 0.5
+                count = paths[i]
+            made.append(node)
+            paths.append(count)
+        root = made[-1]
+        watched = inputs + [made[int(k)] for k in rng.integers(3, len(made), 3)]
+        return root, watched
+    return build
+
+
+def _draw_graph(rng, pick):
+    seed = int(rng.integers(1 << 30))
+    return Case(DRAWN, (_random_graph(seed, pick.count, pick.values),),
+                detail=f"a random graph of {pick.count:,} operations, each on nodes from "
+                       + ("the last few" if pick.values == "near" else "anywhere before it")
+                       + "; grads of its 3 inputs and 3 of its nodes")
+
+
 def _breadth_first(root):
     """A backward on a queue: each node after the nodes nearer the root, walked from the root."""
     order, seen, queue = [], {id(root)}, collections.deque([root])
@@ -423,6 +493,7 @@ def _grads(fn, build):
 
 register(CodeExercise(
     key="02-backward",
+    minutes=25,
     refuses=guard.BACKWARD,  # root.backward(), autograd.backward and topological_order among them
     question="Write backward(root) for the scalar engine: put every node root depends on in topological order "
              "(each after its parents; use a loop, not recursion), set root.grad = 1, then walk the order backwards "
@@ -448,6 +519,7 @@ register(CodeExercise(
                              "take hundreds of millions of comparisons")],
     outputs=("the gradients",),
     run=_grads,
+    domain=Domain(_draw_graph, values=("near", "far"), counts=(5, 30, 120, 400)),
     slot="backward",
     too_slow="it did not finish; the 10,000-node chain is the longest case. Either the loop never ends (a stack "
              "that is looked at with stack[-1] but never popped never empties) or each step is slow (`in` on a list "
@@ -512,3 +584,121 @@ def _push_every_path(root):
     push(root)
 
 
+
+
+# --- code exercise: a Hessian-vector product, forward mode over reverse mode (the companion) ---------
+
+
+def hvp(grad, x, v):
+    """H·v: run the reverse-mode gradient on Duals that carry the tangents v; H·v is in the tangents."""
+    return [g.tangent for g in grad(*[Dual(xi, vi) for xi, vi in zip(x, v)])]
+
+
+def _hvp_cases():
+    def cubic(a, b):
+        return a * a * b
+
+    def quadratic(a, b, c):  # ½ xᵀAx with A = [[2, 1, 0], [1, 3, -1], [0, -1, 4]]: its Hessian is A
+        return a * a + a * b + 1.5 * b * b - b * c + 2.0 * c * c
+
+    def neuron(*params):  # the companion's tanh neuron: 8 weights and a bias
+        *weights, bias = params
+        z = bias
+        for wi, xi in zip(weights, (0.5, -1.2, 0.3, 2.0, -0.7, 1.1, 0.0, -0.4)):
+            z = z + wi * xi
+        return (z.tanh() - 0.25) ** 2
+
+    def softplus_product(a, b):
+        return (1.0 + (a * b).exp()).log() + a / b
+
+    theta = [0.1 * (i - 4) for i in range(9)]
+    direction = [1.0, -0.5, 0.0, 2.0, 0.5, -1.0, 0.25, 1.5, -2.0]
+    return [Case("hand-checkable", (gradient(cubic), [1.0, 2.0], [0.5, 1.0]),
+                 detail="f = a²·b at a = 1, b = 2, v = (0.5, 1): H = [[2b, 2a], [2a, 0]], H·v = (4, 1)"),
+            Case("a quadratic", (gradient(quadratic), [0.3, -0.7, 1.2], [1.0, 2.0, -1.0]),
+                 detail="½ xᵀAx, whose Hessian is A everywhere: H·v = A·v = (4, 8, -6)"),
+            Case("the tanh neuron", (gradient(neuron), theta, direction),
+                 detail="the neuron of Exercise 5: 9 parameters, direction v of the JVP section"),
+            Case("exp and log", (gradient(softplus_product), [0.8, -1.5], [-0.3, 0.6]),
+                 detail="f = log(1 + e^(a·b)) + a/b"),
+            Case("a zero direction", (gradient(softplus_product), [0.8, -1.5], [0.0, 0.0]),
+                 detail="v = 0: H·0 = 0", note="the Hessian times the zero vector is zero, whatever the Hessian"),
+            Case("one input moved", (gradient(neuron), theta, [0.0] * 8 + [1.0]),
+                 detail="v moves the bias alone: H·v is the bias's column of the Hessian")]
+
+
+def _draw_hvp(rng, pick):
+    """draw(rng, pick) for 02-hvp: f = tanh(w·x) + Σ cᵢxᵢ³ of ``pick.count`` inputs, at a point of the pick's kind
+    (negative: every input below 0; zero: some entries of the direction 0)."""
+    n = pick.count
+    w, c = (float(t) for t in rng.standard_normal(n)), rng.standard_normal(n)
+    w = list(w)
+
+    def f(*xs):
+        z = xs[0] * w[0]
+        for wi, xi in zip(w[1:], xs[1:]):
+            z = z + wi * xi
+        total = z.tanh()
+        for ci, xi in zip(c, xs):
+            total = total + float(ci) * xi * xi * xi
+        return total
+
+    x = [float(t) for t in rng.standard_normal(n)]
+    if pick.values == "negative":
+        x = [-abs(t) - 0.1 for t in x]
+    v = [float(t) for t in rng.standard_normal(n)]
+    if pick.values == "zero":
+        v[int(rng.integers(n))] = 0.0
+    return Case(DRAWN, (gradient(f), x, v), detail=f"f = tanh(w·x) + Σ cᵢxᵢ³ of {n} inputs, {pick.said()}")
+
+
+def _hvp_by_finite_difference(grad, x, v, h=1e-5):
+    plus = grad(*[xi + h * vi for xi, vi in zip(x, v)])
+    minus = grad(*[xi - h * vi for xi, vi in zip(x, v)])
+    return [(p.data - m.data) / (2 * h) for p, m in zip(plus, minus)]
+
+
+register(CodeExercise(
+    key="02-hvp",
+    minutes=10,
+    refuses=(),  # the gradient it is given runs the engine's backward: that is the point
+    question="Write hvp(grad, x, v): the Hessian of f at x times the direction v, by forward mode over reverse mode. "
+             "grad(*inputs) is f's gradient by the engine's reverse mode and accepts Duals; give input i the value "
+             "x[i] and the tangent v[i], and read H·v from the tangents of what grad returns. Return a list.",
+    signature="hvp(grad, x, v) -> H·v (a list, one number per input)",
+    reference=hvp,
+    cases=_hvp_cases,
+    domain=Domain(_draw_hvp, values=("mixed", "negative", "zero"), counts=(1, 2, 3, 5, 8), size=6),
+    outputs=("H·v",),
+    rtol=1e-12,  # forward over reverse is exact to rounding; a finite difference, at any step, is off by 1e-11 or more
+    atol=1e-14,
+    mistakes=[
+        Mistake("the gradient, not H·v",
+                "the values (.data) of what grad returns are the gradient at x; H·v is in their tangents "
+                "(.tangent): how the gradient moves as x moves along v.",
+                lambda grad, x, v: [g.data for g in grad(*[Dual(xi, vi) for xi, vi in zip(x, v)])]),
+        Mistake("x as the tangent",
+                "the tangent of input i must be v[i], the direction; with x[i] as its own tangent you get H·x.",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(xi, xi) for xi in x])]),
+        Mistake("a tangent of 1 on every input",
+                "a tangent of 1 everywhere moves every input at once by the same amount: that is H·(1, 1, …), the "
+                "sum of the Hessian's columns. The direction is v: input i carries the tangent v[i].",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(xi, 1.0) for xi in x])]),
+        Mistake("value and tangent swapped",
+                "Dual(value, tangent): the value is x[i], where the Hessian is taken; the tangent is v[i]. Swapped, "
+                "the Hessian is taken at v and multiplies x.",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(vi, xi) for xi, vi in zip(x, v)])]),
+        Mistake("only the first input moved",
+                "every input carries its own tangent v[i] in the same pass; moving only the first gives "
+                "v[0] times the Hessian's first column.",
+                lambda grad, x, v: [g.tangent for g in grad(*[Dual(xi, v[0] if i == 0 else 0.0)
+                                                                for i, xi in enumerate(x)])]),
+        Mistake("a finite difference of gradients",
+                "(∇f(x + hv) − ∇f(x − hv)) / 2h is close to H·v, to about 8 digits, but it is an estimate with two "
+                "gradients; the question asks for the exact product from one pass: Duals carrying v into grad.",
+                _hvp_by_finite_difference),
+    ],
+    hints=("Dual(value, tangent) from haaw.engine.forward_mode: one per input, Dual(x[i], v[i]). Call grad with all "
+           "of them at once (grad(*duals)).",
+           "grad returns one Dual per input; its .data is the gradient's entry, its .tangent the entry of H·v."),
+))

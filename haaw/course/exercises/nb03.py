@@ -2,9 +2,9 @@
 import numpy as np
 
 from ...engine import guard
-from ...engine.plugins import read_only
-from .code import Case, CodeExercise, LearnerError, Mistake
+from .code import Case, CodeExercise, Mistake
 from .core import ArrayExercise, NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, leading, sample
 
 # Small integers, so the products can be done by hand; B = 4 examples, n = 3 inputs, m = 2 outputs.
 X = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0], [2.0, 0.0, 1.0], [1.0, -1.0, 1.0]])
@@ -82,42 +82,6 @@ register(NumberExercise(
 # --- code exercises ---------------------------------------------------------------------------------
 
 
-def _dtype_of(item):
-    """The NumPy dtype of a returned value (an array, a NumPy number, a haaw or torch tensor), or None."""
-    dtype = getattr(item, "dtype", None)
-    if dtype is None:
-        return None
-    try:
-        return np.dtype(str(dtype).removeprefix("torch."))
-    except TypeError:  # a format NumPy does not have (torch's bfloat16): the comparison of values speaks
-        return None
-
-
-def keeping_the_dtype(outputs):
-    """``run(fn, *args)`` for an exercise whose gradients keep their inputs' dtype: ``fn`` on read-only copies of the
-    arguments, as by default, and then an output of another floating-point dtype than the inputs' (when they share
-    one) is refused, with what to look for. The values alone cannot show it: a float64 result of float32 inputs is
-    as close to the expected numbers as float32's tolerance asks, and it would then run, silently, in float64
-    through an engine that trains in float32."""
-    def run(fn, *args):
-        result = fn(*(read_only(a, copy=True) for a in args))
-        given = {a.dtype for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"}
-        items = result if isinstance(result, (tuple, list)) and len(result) == len(outputs) else ()
-        if len(given) == 1:
-            (dtype,) = given
-            for name, item in zip(outputs, items):
-                got = _dtype_of(item)
-                if got is not None and got.kind == "f" and got != dtype:
-                    raise LearnerError(
-                        f"{name} is {got}, but the inputs are {dtype}: a gradient keeps the dtype of its inputs, so "
-                        f"{name} must be {dtype} too. Something in your code made it {got}: an array made without "
-                        f"a dtype (np.zeros(shape) is float64; np.zeros_like(...) keeps the dtype), a NumPy float64 "
-                        f"number as a factor (np.sqrt(d) or np.float64(...); a Python float such as d ** -0.5 keeps "
-                        f"the dtype), or .astype(float) or dtype=np.float64")
-        return result
-    return run
-
-
 def linear_backward(X, W, G):
     """Y = XW + b, and G = dL/dY. Return dL/dX, dL/dW and dL/db."""
     dX = G @ W.T                       # each input row reaches every output through W
@@ -152,15 +116,28 @@ def _linear_cases():
     return cases
 
 
+def _draw_linear(rng, pick):
+    """X of the pick's rank (1-D: one example; more: leading batch axes), the pick's values in X or in G."""
+    n, m = (int(k) for k in rng.integers(1, 7, 2))
+    lead = leading(rng, pick.rank - 1)
+    where = "X" if rng.random() < 0.5 else "G"
+    X = sample(rng, (*lead, n), pick.values if where == "X" else "mixed", pick.dtype)
+    G = sample(rng, (*lead, m), pick.values if where == "G" else "mixed", pick.dtype)
+    return Case(DRAWN, (X, sample(rng, (n, m), "mixed", pick.dtype), G),
+                detail=f"{pick.said()} in {where}, X {X.shape} @ W {(n, m)}")
+
+
 register(CodeExercise(
     key="03-linear-backward",
+    minutes=15,
     question="Y = XW + b: given X, W and G = dL/dY, return (dL/dX, dL/dW, dL/db), each with the shape of "
              "what it is the gradient of.",
     signature="linear_backward(X, W, G) -> (dX, dW, db)",
     reference=linear_backward,
     cases=_linear_cases,
     outputs=("dX", "dW", "db"),
-    run=keeping_the_dtype(("dX", "dW", "db")),
+    domain=Domain(_draw_linear, ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("dX", "dW", "db"), size=8),
     slot="linear",
     mistakes=[
         Mistake("the transpose on the wrong side",
@@ -229,8 +206,19 @@ def _unbroadcast_cases():
     return cases
 
 
+def _draw_unbroadcast(rng, pick):
+    """g of the pick's rank (axes of 1 to 4), and a shape it was broadcast from: some leading axes dropped, some of
+    the others 1."""
+    full = leading(rng, pick.rank)
+    kept = full[int(rng.integers(0, len(full) + 1)):]
+    shape = tuple(1 if rng.random() < 0.5 else n for n in kept)
+    return Case(DRAWN, (sample(rng, full, pick.values, pick.dtype), shape),
+                detail=f"{pick.said()}, {full} down to {shape}")
+
+
 register(CodeExercise(
     key="03-unbroadcast",
+    minutes=15,
     refuses=(*guard.BACKWARD, "ops.unbroadcast"),
     question="Broadcasting stretched an input of shape `shape` to the shape of g. Return g summed down to `shape`: "
              "over the axes broadcasting added in front, and over the axes that were 1.",
@@ -238,6 +226,8 @@ register(CodeExercise(
     reference=unbroadcast,
     cases=_unbroadcast_cases,
     outputs=("the result",),
+    domain=Domain(_draw_unbroadcast, ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("the result",), size=8),
     slot="unbroadcast",
     mistakes=[
         Mistake("summing only the added leading axes",
@@ -355,8 +345,17 @@ def _cross_entropy_cases():
     return cases
 
 
+def _draw_cross_entropy(rng, pick):
+    """B = the pick's count of rows (the mean's denominator), C classes, logits of the pick's values."""
+    B, C = pick.count, int(rng.choice([1, 2, 3, 7, 12]))
+    targets = rng.integers(0, C, B).astype(np.int32 if rng.random() < 0.5 else np.int64)
+    return Case(DRAWN, (sample(rng, (B, C), pick.values, pick.dtype), targets),
+                detail=f"{pick.said()}, B = {B}, C = {C}, {targets.dtype} targets")
+
+
 register(CodeExercise(
     key="03-cross-entropy",
+    minutes=20,
     refuses=(*guard.BACKWARD, "nn.cross_entropy"),
     question="Given logits of shape (B, C) and class ids targets of shape (B,), return (loss, dL/dlogits): the mean "
              "cross-entropy over the B rows, computed without overflow, and its gradient.",
@@ -364,6 +363,9 @@ register(CodeExercise(
     reference=cross_entropy_forward_backward,
     cases=_cross_entropy_cases,
     outputs=("loss", "dlogits"),
+    # no keeps_dtype: nothing here promises it, and a one-hot made as np.eye(C)[targets] (float64) is right
+    domain=Domain(_draw_cross_entropy, dtypes=(np.float64, np.float32), values=VALUES, counts=(1, 2, 5, 16, 33),
+                  size=8),
     slot="cross_entropy",
     mistakes=[
         Mistake("the gradient without the 1/B",
@@ -400,4 +402,158 @@ register(CodeExercise(
            "and the loss is the mean of ℓ over the rows.",
            "The gradient is (P − T) / B: P = exp(shifted − log_sum_exp) row by row, T the one-hot targets "
            "(zeros, then a 1 at [np.arange(B), targets]), B the number of rows."),
+))
+
+
+# --- code exercise: your own gradient checker (the companion) --------------------------------------------
+
+
+def grad_check(f, x, grad, coords, h, *, sided="central", error="relative", restore=True, step=2):
+    """The relative error of ``grad`` (the backward's gradient of f at x) against a central difference of f, at each
+    index in ``coords``. Each keyword, changed from its default, makes one mistake of the checker's table."""
+    errors, moved = [], x.copy()
+    for i in coords:
+        plus, minus = (x.copy(), x.copy()) if restore else (moved, moved)
+        plus[i] += h
+        f_plus = f(plus)
+        minus[i] -= h if restore else 2 * h  # without restoring: from x + h down to x − h, and left there
+        f_minus = f(minus)
+        numeric = (f_plus - f(x)) / h if sided == "forward" else (f_plus - f_minus) / (step * h)
+        a = grad[i]
+        if error == "absolute":
+            errors.append(abs(a - numeric))
+            continue
+        scale = {"relative": max(abs(a), abs(numeric)), "over-backward": abs(a), "sum": abs(a) + abs(numeric)}[error]
+        errors.append(abs(a - numeric) / scale if scale else 0.0)
+    return np.array(errors, dtype=np.float64)
+
+
+GRAD_CHECK_SOLUTION = '''\
+def grad_check(f, x, grad, coords, h):
+    """At each index i in coords: the relative error of grad[i] against (f(x + h·eᵢ) − f(x − h·eᵢ)) / 2h."""
+    errors = []
+    for i in coords:
+        plus, minus = x.copy(), x.copy()   # copies: x itself stays as it is
+        plus[i] += h
+        minus[i] -= h
+        numeric = (f(plus) - f(minus)) / (2 * h)
+        scale = max(abs(grad[i]), abs(numeric))
+        errors.append(abs(grad[i] - numeric) / scale if scale else 0.0)
+    return np.array(errors)
+'''
+
+
+def _draw_grad_check(rng, pick):
+    """draw(rng, pick) for 03-grad-check: f(x) = Σ tanh(a·x)·b + Σ c·x² of an x of the pick's rank and kind, its
+    right gradient with one entry made wrong, ``pick.count`` coordinates, and a step of the pick's threshold."""
+    shape = leading(rng, pick.rank, low=2, high=4)
+    x = sample(rng, shape, pick.values)
+    a, b, c = (rng.standard_normal(shape) for _ in range(3))
+
+    def f(x):
+        return float(np.sum(np.tanh(a * x) * b) + np.sum(c * x * x))
+
+    grad = a * b * (1 - np.tanh(a * x) ** 2) + 2 * c * x
+    wrong = tuple(int(rng.integers(n)) for n in shape)
+    grad[wrong] *= 1.5
+    every = list(np.ndindex(*shape))
+    coords = [every[i] for i in rng.choice(len(every), size=min(pick.count, len(every)), replace=False)]
+    return Case(DRAWN, (f, x, grad, coords, pick.threshold),
+                detail=f"x of shape {shape}, {pick.said()}, {len(coords)} coordinates, h = {pick.threshold:g}")
+
+
+def _grad_check_cases():
+    rng = np.random.default_rng(34)
+
+    def cubes(x):
+        return float(np.sum(x**3))
+
+    X, C = rng.standard_normal((5, 3)), rng.standard_normal((5, 4))
+
+    def layer(W):
+        return float(np.sum(np.tanh(X @ W) * C))
+
+    W = rng.standard_normal((3, 4)) * 0.5
+    right = X.T @ (C * (1 - np.tanh(X @ W) ** 2))
+    planted = right.copy()
+    planted[1, 2] *= 1.5  # one entry wrong
+    W_coords = [(1, 2), (0, 0), (2, 3), (0, 1), (1, 0)]
+
+    def big(W):
+        return 1000.0 * layer(W)
+
+    def small(W):
+        return 1e-6 * layer(W)
+
+    def unused_input(x):
+        return float(x[0] ** 2 + np.sin(x[1]))  # x[2] is not used: its gradient is 0, and so is the difference
+
+    x3 = np.array([0.5, -1.0, 2.0])
+    return [Case("hand-checkable", (cubes, x3, np.array([0.75, 2.0, 12.0]), [(0,), (1,), (2,)], 1e-6),
+                 detail="f = Σ x³ at x = (0.5, -1, 2); grad (0.75, 2, 12), whose middle entry should be 3"),
+            Case("a matrix input", (layer, W, planted, W_coords, 1e-6),
+                 detail="f(W) = Σ tanh(XW)·C, W of shape (3, 4), one planted wrong entry at (1, 2)"),
+            Case("a large function", (big, W, right * 1000.0, W_coords, 1e-6),
+                 detail="1000 × the same f, a right gradient",
+                 note="a right gradient of a large function differs from its finite difference by more, in plain "
+                      "numbers, than a small one does: that is why the error is relative"),
+            Case("a tiny function", (small, W, planted * 1e-6, W_coords, 1e-6),
+                 detail="1e-6 × the same f, the planted wrong entry",
+                 note="the wrong entry is off by 1e-7 or so in plain numbers, and by a third of its size"),
+            Case("a zero gradient", (unused_input, x3, np.array([1.0, 0.0, 0.0]), [(0,), (1,), (2,)], 1e-6),
+                 detail="f = x₀² + sin x₁; grad says 0 for x₁ (wrong: cos(-1) = 0.54) and 0 for the unused x₂ (right)",
+                 note="where both the backward and the difference are 0 the error is 0; where only the backward is 0, "
+                      "it is 1"),
+            Case("a large step", (layer, W, right, W_coords, 0.1),
+                 detail="h = 0.1: the central difference is off by about h², a one-sided one by about h")]
+
+
+register(CodeExercise(
+    key="03-grad-check",
+    minutes=12,
+    question="Write grad_check(f, x, grad, coords, h): for each index i in coords (tuples, so x[i] works whatever "
+             "x's shape), the central difference (f(x + h·eᵢ) − f(x − h·eᵢ)) / 2h, where eᵢ moves entry i alone, "
+             "and the relative error of grad[i] against it, |a − n| / max(|a|, |n|) (0 when both are 0). Return "
+             "the errors as an array, in the order of coords. f takes an array like x and returns a float; x stays "
+             "unchanged.",
+    signature="grad_check(f, x, grad, coords, h) -> relative errors (one per coordinate)",
+    reference=grad_check,
+    solution_code=GRAD_CHECK_SOLUTION,
+    cases=_grad_check_cases,
+    domain=Domain(_draw_grad_check, ranks=(1, 2, 3), values=("mixed", "negative", "zero"), counts=(1, 3, 6),
+                  thresholds=(1e-4, 1e-5, 1e-6), size=6),
+    outputs=("the relative errors",),
+    rtol=1e-6,
+    atol=1e-8,  # a right entry's error is rounding, about 1e-10 here, and differs with the order of operations
+    mistakes=[
+        Mistake("a one-sided difference",
+                "(f(x + h·eᵢ) − f(x)) / h is off by about h times the curvature; the central difference "
+                "(f(x + h·eᵢ) − f(x − h·eᵢ)) / 2h by about h², far less for the same h.",
+                lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, sided="forward")),
+        Mistake("h in place of 2h",
+                "the two points x + h·eᵢ and x − h·eᵢ are 2h apart: divide their difference by 2h, or every "
+                "difference comes out twice its size and every right gradient looks wrong by a half.",
+                lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, step=1)),
+        Mistake("the absolute error",
+                "|a − n| on its own depends on the gradient's size: 1e-7 is a bug in a gradient of 1e-7 and noise "
+                "in one of 1000. Divide by max(|a|, |n|).",
+                lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, error="absolute")),
+        Mistake("divided by the backward's value alone",
+                "|a − n| / |a| is infinite where the backward says 0 and the function does move, the very bug to "
+                "find. Divide by max(|a|, |n|), and return 0 when both are 0.",
+                lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, error="over-backward")),
+        Mistake("|a| + |n| in the denominator",
+                "dividing by the sum is a convention of its own, at about half the scale; the question asks for "
+                "max(|a|, |n|), the convention of the rules of thumb below.",
+                lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, error="sum")),
+        Mistake("the nudge not undone",
+                "nudging one copy of x and never moving it back leaves every earlier coordinate at x − h while the "
+                "next is measured: each difference is taken at a point that drifts away from x. Start each "
+                "coordinate from a fresh copy of x.",
+                lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, restore=False)),
+    ],
+    hints=("For each i: plus = x.copy(); plus[i] += h; the same for minus with −h. Copies, so that x stays as it is "
+           "and the next coordinate starts from x again.",
+           "numeric = (f(plus) − f(minus)) / (2 * h); scale = max(abs(grad[i]), abs(numeric)); the error is "
+           "abs(grad[i] − numeric) / scale, or 0 when scale is 0."),
 ))

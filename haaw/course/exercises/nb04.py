@@ -4,6 +4,7 @@ import numpy as np
 from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, leading, sample
 
 register(NumberExercise(
     key="04-residual",
@@ -40,7 +41,7 @@ register(NumberExercise(
         0.0052: "That is the right number rounded to 2 significant digits: give at least 3 (or let Python "
                 "compute 0.9 ** 50).",
     },
-    hints=("The chain rule multiplies the local factors along the path.", "0.9 ** 50"),
+    hints=("The chain rule multiplies the local factors along the path.", "Fifty links, each multiplying by the same 0.9: a product of equal factors is a power."),
     solution="0.9⁵⁰ = 0.00515377520732012, about 0.00515: about half a percent survives. With 1.1 per layer, 1.1⁵⁰ ≈ 117: it explodes.",
     rtol=1e-3,
     forms=("0.00515", "0.005154", "5.15e-3"),
@@ -56,7 +57,7 @@ register(NumberExercise(
         17: "17 adds the two tensors' own norms (5 + 12). Square every entry of both, sum, then take one root.",
         169: "169 is the sum of squares: take its square root.",
     },
-    hints=("Treat all gradients as one long vector [3, 4, 12].", "√(3² + 4² + 12²)"),
+    hints=("Treat all gradients as one long vector [3, 4, 12].", "The global norm is the length of that vector: the square root of the sum of its squared entries."),
     solution="√(9 + 16 + 144) = √169 = 13. Clipping to max_norm = 1 would multiply every gradient by 1/13.",
 ))
 
@@ -84,14 +85,31 @@ def _activation_cases(fn, hand):
             Case("saturated", (fn(np.array([-30.0, 30.0, 0.0])), np.ones(3)), detail="inputs of ±30")]
 
 
+def _draws_an_activation(fn):
+    """draw(rng, pick) for an activation's backward: y = fn(x) of the pick's rank and dtype, the pick's values in x
+    (so in y: saturated, dead, tiny but active) or in G."""
+    def draw(rng, pick):
+        shape = leading(rng, pick.rank, high=5)
+        where = "x" if rng.random() < 0.6 else "G"
+        x = sample(rng, shape, pick.values if where == "x" else "mixed", pick.dtype)
+        G = sample(rng, shape, pick.values if where == "G" else "mixed", pick.dtype)
+        return Case(DRAWN, (fn(x).astype(pick.dtype), G), detail=f"{pick.said()} in {where}, shape {shape}")
+    return draw
+
+
+_ACTIVATIONS = dict(ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES, keeps_dtype=("dx",), size=8)
+
+
 register(CodeExercise(
     key="04-tanh-backward",
+    minutes=6,
     question="Write tanh's backward: given its output y = tanh(x) (what the forward pass kept) and G = dL/dy, "
              "return dL/dx.",
     signature="tanh_backward(y, G) -> dx",
     reference=tanh_backward,
     cases=lambda: _activation_cases(np.tanh, [0.0, 0.5, -1.0, 2.0]),
     outputs=("dx",),
+    domain=Domain(_draws_an_activation(np.tanh), **_ACTIVATIONS),
     slot="tanh",
     mistakes=[
         Mistake("1 − y instead of 1 − y²", "tanh'(x) = 1 − tanh(x)², the square of the output.",
@@ -128,11 +146,13 @@ def _relu_cases():
 
 register(CodeExercise(
     key="04-relu-backward",
+    minutes=6,
     question="Write ReLU's backward: given its output y = max(x, 0) and G = dL/dy, return dL/dx.",
     signature="relu_backward(y, G) -> dx",
     reference=relu_backward,
     cases=_relu_cases,
     outputs=("dx",),
+    domain=Domain(_draws_an_activation(lambda x: np.maximum(x, 0)), **_ACTIVATIONS),
     slot="relu",
     mistakes=[
         Mistake("y >= 0 as the mask",
@@ -173,8 +193,18 @@ def _init_cases():
                  detail="shape (128, 32) as NumPy's integers, 'relu'")]
 
 
+def _draw_init(rng, pick):
+    """fan-in = the pick's count (the variance's denominator), a fan-out that differs from it, either nonlinearity;
+    the shape as Python's integers or NumPy's."""
+    fan_in = pick.count
+    fan_out = int(rng.choice([n for n in (1, 2, 7, 48, 300, 4096) if n != fan_in]))
+    shape = (fan_in, fan_out) if rng.random() < 0.5 else (np.int64(fan_in), np.int32(fan_out))
+    return Case(DRAWN, (shape, pick.values), detail=f"shape ({fan_in}, {fan_out}), {pick.values!r}")
+
+
 register(CodeExercise(
     key="04-init-std",
+    minutes=10,
     question="Write the standard deviation to draw a layer's weights from so that the layer keeps the mean square "
              "of its input: variance 1/fan-in for a linear layer, 2/fan-in for a layer followed by a ReLU. "
              "W has haaw's layout (fan-in, fan-out).",
@@ -182,6 +212,7 @@ register(CodeExercise(
     reference=init_std,
     cases=_init_cases,
     outputs=("std",),
+    domain=Domain(_draw_init, values=("relu", "linear"), counts=(1, 2, 5, 33, 1000, 65536)),
     mistakes=[
         Mistake("1/n instead of 1/√n",
                 "the rule fixes the *variance* at 1/fan-in (2/fan-in for ReLU); the standard deviation is its square "
@@ -268,9 +299,23 @@ def _clip_cases():
             Case("float32", ([rng.standard_normal((3, 4)).astype(np.float32) * 5], 1.0))]
 
 
+def _draw_clip(rng, pick):
+    """One to four gradients (the first of the pick's rank, the others of 0 to 3 axes), of the pick's dtype and
+    values; max_norm the pick's threshold times their norm, so that every case sits on a known side of it, some
+    just above and some just below. (Tiny gradients, whose norm is far below PyTorch's 1e-6, get max_norm 1: the
+    norm stays under it, where max_norm / norm and max_norm / (norm + 1e-6) agree.)"""
+    shapes = [leading(rng, pick.rank)] + [leading(rng, int(r)) for r in rng.integers(0, 4, int(rng.integers(0, 4)))]
+    grads = [sample(rng, shape, pick.values, pick.dtype) for shape in shapes]
+    norm = float(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in grads)))
+    max_norm = 1.0 if pick.values == "tiny" or norm == 0 else pick.threshold * norm
+    return Case(DRAWN, (grads, max_norm), detail=f"{pick.said()}, {len(grads)} tensors, shapes {shapes}, "
+                                                f"norm {norm:.3g}, max_norm {max_norm:.3g}")
+
+
 register(CodeExercise(
     key="04-clip-grad-norm",
-    refuses=(*guard.BACKWARD, "nn.clip_grad_norm_"),
+    minutes=10,
+    refuses=(*guard.BACKWARD, "nn.clip_grad_norm_", "torch.clip_grad_norm_"),
     question="Clip by global norm: treat all the gradients as one long vector; if its norm is above max_norm, scale "
              "every gradient by the same factor so that the norm becomes max_norm. Return the clipped list and the "
              "norm before clipping.",
@@ -279,6 +324,8 @@ register(CodeExercise(
     cases=_clip_cases,
     outputs=("the clipped gradients", "the norm"),
     run=_run_clip,
+    domain=Domain(_draw_clip, ranks=(0, 1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  thresholds=(0.01, 0.5, 0.999, 1.001, 2.0, 100.0), keeps_dtype=("the clipped gradients",), size=8),
     rtol=1e-5,
     mistakes=[
         Mistake("each tensor clipped on its own",

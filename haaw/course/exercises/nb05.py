@@ -6,7 +6,7 @@ import numpy as np
 from ...engine.plugins import read_only
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import ArrayExercise, NumberExercise, register
-from .nb03 import keeping_the_dtype
+from .domain import DRAWN, VALUES, Domain, leading, sample
 
 register(NumberExercise(
     key="05-softmax-grad",
@@ -133,8 +133,25 @@ def _softmax_cases():
                       "s ⊙ (G − ⟨G, s⟩) takes a millisecond")]
 
 
+def _draw_softmax(rng, pick):
+    """s of the pick's rank: rows of 1 to 40 weights, softmax of random logits. The pick's values: huge, logits so
+    spread that each row is one weight of 1 (saturated); zero, rows with masked weights, exactly 0 (some rows all
+    0); tiny, negative and mixed, in G."""
+    shape = leading(rng, pick.rank, last=(int(rng.integers(1, 41)),))
+    z = sample(rng, shape, "huge" if pick.values == "huge" else "mixed")
+    s = _softmax(z)
+    if pick.values == "zero":
+        kept = rng.random(shape) < 0.6
+        s = np.where(kept, s, 0.0)
+        total = s.sum(axis=-1, keepdims=True)
+        s = np.divide(s, total, out=np.zeros_like(s), where=total > 0)  # a row with nothing kept: all 0
+    G = sample(rng, shape, pick.values if pick.values in ("tiny", "negative", "mixed") else "mixed", pick.dtype)
+    return Case(DRAWN, (s.astype(pick.dtype), G), detail=f"{pick.said()}, shape {shape}")
+
+
 register(CodeExercise(
     key="05-softmax-backward",
+    minutes=15,
     question="Write softmax's backward in vector form: given s = softmax(z) along the last axis and G = dL/ds, "
              "return dL/dz = s ⊙ (G − ⟨G, s⟩), the inner product taken row by row. Do not build the Jacobian.",
     signature="softmax_backward(s, G) -> dz",
@@ -142,6 +159,8 @@ register(CodeExercise(
     cases=_softmax_cases,
     outputs=("dz",),
     run=_run_softmax,
+    domain=Domain(_draw_softmax, ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("dz",), size=8),
     too_slow=(f"{JACOBIAN}, and the very long rows have {VERY_LONG:,} weights: a Jacobian of {VERY_LONG ** 2 / 1e6:,.0f} "
               f"million entries, {VERY_LONG ** 2 * 8 / 1e9:.1f} GB, a row. If your code builds no Jacobian, look for a "
               "Python loop over the entries where one NumPy operation would do."),
@@ -244,8 +263,33 @@ def _attention_cases():
                       "when the rows' scores lie far apart)")]
 
 
+def _draw_attention(rng, pick):
+    """Q (T, d_k), K (S, d_k), V (S, d_v) and G (T, d_v) with the pick's rank (leading batch and head axes), T, S,
+    d_k and d_v drawn apart; the pick's values in the queries and keys (huge: scores far apart), in V or in G; a mask
+    that is None, causal, random, random with a query that may look at nothing, or one of shape (T, S) shared by
+    every batch and head."""
+    T, S, dk, dv = (int(n) for n in rng.integers(1, 6, 4))
+    lead = leading(rng, pick.rank - 2, high=3)
+    where = str(rng.choice(["Q and K", "V", "G"]))
+    kind = {w: pick.values if w == where else "mixed" for w in ("Q and K", "V", "G")}
+    Q = sample(rng, (*lead, T, dk), kind["Q and K"], pick.dtype)
+    K = sample(rng, (*lead, S, dk), kind["Q and K"], pick.dtype)
+    V, G = sample(rng, (*lead, S, dv), kind["V"], pick.dtype), sample(rng, (*lead, T, dv), kind["G"], pick.dtype)
+    masks = {"no mask": None, "a causal mask": np.tril(np.ones((T, S), dtype=bool)),
+             "a random mask": rng.random((*lead, T, S)) < 0.6}
+    empty = rng.random((*lead, T, S)) < 0.6
+    empty[..., int(rng.integers(T)), :] = False
+    masks["a random mask, one query masked entirely"] = empty
+    masks["a random mask shared by every batch and head"] = rng.random((T, S)) < 0.6
+    said = str(rng.choice(list(masks)))
+    return Case(DRAWN, (Q, K, V, masks[said], G),
+                detail=f"{pick.said()} in {where}, T = {T}, S = {S}, d_k = {dk}, d_v = {dv}, leading axes {lead}, "
+                       f"{said}")
+
+
 register(CodeExercise(
     key="05-attention-backward",
+    minutes=30,
     question="Write attention's backward: O = P V with P = softmax(S) row by row and S = Q Kᵀ / √d_k, where masked "
              "entries (mask False) get weight 0 and a fully masked query gets output 0. Given G = dL/dO, return "
              "(dL/dQ, dL/dK, dL/dV). Arrays may have leading batch and head axes.",
@@ -254,7 +298,8 @@ register(CodeExercise(
     solution_code=ATTENTION_SOLUTION,
     cases=_attention_cases,
     outputs=("dQ", "dK", "dV"),
-    run=keeping_the_dtype(("dQ", "dK", "dV")),
+    domain=Domain(_draw_attention, ranks=(2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("dQ", "dK", "dV"), size=8),
     slot="attention",
     mistakes=[
         Mistake("the scale forgotten in backward",
@@ -273,8 +318,9 @@ register(CodeExercise(
     ],
     hints=("Go backwards one step at a time: O = P V gives dV and dP; the softmax gives dS from dP (your "
            "softmax_backward, row by row); S = Q Kᵀ/√d_k gives dQ and dK.",
-           "dV = Pᵀ G, dP = G Vᵀ, dS = P ⊙ (dP − ⟨dP, P⟩), dQ = dS K / √d_k, dK = dSᵀ Q / √d_k. Build P with the mask, "
-           "and make a fully masked row all zeros instead of 0/0.",
+           "O = P V is notebook 03's Y = XW with P as X and V as W: dV and dP are its two products, one factor "
+           "transposed. S = Q Kᵀ · (1/√d_k) is that product again, with the scale carried into both gradients and Kᵀ "
+           "transposed back. Build P with the mask, and make a fully masked row all zeros instead of 0/0.",
            "For batch axes use np.swapaxes(A, -1, -2) for a transpose, and keep the row sums along axis -1. "
            "Keep 1/√d_k a Python float, as the template's d_k ** -0.5 is: np.sqrt(d_k) is a NumPy float64 scalar, "
            "and multiplying a float32 array by it gives float64."),
@@ -362,8 +408,26 @@ def _layer_norm_cases():
                  note="the variance is smaller than eps here: where eps goes decides the result")]
 
 
+def _draw_layer_norm(rng, pick):
+    """x of the pick's rank, rows of 1 to 9 features (n, the mean's denominator) spread by the pick's values around
+    a random mean (tiny: rows far flatter than eps; huge: σ far above 1; zero: exact zeros, some rows constant), a
+    random weight, G, and eps from 1e-5 to 0.5."""
+    n = int(rng.integers(1, 10))
+    shape = leading(rng, pick.rank, last=(n,))
+    x = sample(rng, shape, pick.values, pick.dtype)
+    if pick.values == "zero" and x.ndim > 1:
+        x[(0,) * (x.ndim - 1)] = 0.0  # a constant row: variance 0, σ = √eps
+    if pick.values not in ("tiny", "huge"):
+        x = x + x.dtype.type(rng.standard_normal())
+    eps = float(rng.choice([1e-5, 1e-3, 0.1, 0.5]))
+    weight = (1 + 0.5 * rng.standard_normal(n)).astype(pick.dtype)
+    return Case(DRAWN, (x, weight, sample(rng, shape, "mixed", pick.dtype), eps),
+                detail=f"{pick.said()} in x, shape {shape}, eps = {eps:g}")
+
+
 register(CodeExercise(
     key="05-layer-norm-backward",
+    minutes=25,
     question="Write LayerNorm's backward over the last axis: y = x̂ · weight + bias with x̂ = (x − μ)/σ, μ the mean "
              "and σ = √(variance + eps) of each row (the variance divided by n). Given G = dL/dy, return (dL/dx, "
              "dL/dweight, dL/dbias). x and G may have any leading batch axes; weight has one entry per feature.",
@@ -371,6 +435,8 @@ register(CodeExercise(
     reference=layer_norm_backward,
     cases=_layer_norm_cases,
     outputs=("dx", "dweight", "dbias"),
+    domain=Domain(_draw_layer_norm, ranks=(1, 2, 3, 4), dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("dx", "dweight", "dbias"), size=8),
     slot="layer_norm",
     mistakes=[
         Mistake("μ and σ treated as constants",
@@ -396,8 +462,10 @@ register(CodeExercise(
     ],
     hints=("Three steps: g = G · weight is the gradient reaching x̂; dbias sums G and dweight sums G · x̂ over every "
            "axis but the last; dx takes g back through x̂ = (x − μ)/σ, where μ and σ depend on x too.",
-           "dx = (g − mean(g) − x̂ · mean(g · x̂)) / σ, each mean over the last axis with keepdims=True. For the "
-           "weight's sums, axis=tuple(range(G.ndim - 1)) names every axis but the last.",
+           "Through x̂ = (x − μ)/σ, g reaches x three ways: directly (over σ), through μ (the row's mean moves with "
+           "every x) and through σ (which moves along x̂). Each indirect path subtracts a mean over the last axis "
+           "(keepdims=True) from g; all three are divided by σ. For the weight's sums, "
+           "axis=tuple(range(G.ndim - 1)) names every axis but the last.",
            "Keep eps inside the square root, σ = np.sqrt(variance + eps), with the variance divided by n "
            "(np.var's default, or the mean of (x − μ)²)."),
 ))

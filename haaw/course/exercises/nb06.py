@@ -12,6 +12,7 @@ from ...engine.graph import context
 from ...nn import Linear
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
+from .domain import DRAWN, Domain
 
 register(NumberExercise(
     key="06-adam-bytes",
@@ -236,6 +237,11 @@ def _forward_measured(cls, fn, x: Tensor, known=()):
         old |= {id(a) for a in held}
     else:
         tracemalloc.start()
+    # every object older than this forward pass set aside, so that a collection below looks at its objects alone:
+    # a whole collection of a large session (a notebook's, a test run's) takes a quarter of a second or more
+    frozen = ours and gc.get_freeze_count() == 0
+    if frozen:
+        gc.freeze()
     try:
         out = cls.apply(fn, x)
         if not isinstance(out, Tensor) or not out.requires_grad:
@@ -268,6 +274,8 @@ def _forward_measured(cls, fn, x: Tensor, known=()):
         else:
             kept = sum(where.values())
     finally:
+        if frozen:
+            gc.unfreeze()
         if ours:
             tracemalloc.stop()
     return out, _Kept(max(0, kept), list(where.items()))
@@ -345,8 +353,17 @@ class _KeepsTheOutputArray(CheckpointSegment):  # the same mistake with the bare
         return out.data
 
 
+def _draw_checkpoint(rng, pick):
+    """A segment of 1 to 5 layers of width 3 to 32 on a batch of the pick's count of rows: from one row, where an
+    array kept besides x is a few hundred bytes, to thousands of numbers, where keeping activations shows."""
+    width, depth = int(rng.integers(3, 33)), int(rng.integers(1, 6))
+    return Case(DRAWN, (width, depth, pick.count, int(rng.integers(10, 1000))),
+                detail=f"{depth} layers of width {width}, batch {pick.count}: x holds {width * pick.count:,} numbers")
+
+
 register(CodeExercise(
     key="06-checkpoint",
+    minutes=25,
     refuses=("function.Checkpoint", "torch.autograd"),  # its backward runs the engine's backward, as PyTorch's does
     question="Write checkpointing as a custom operation: CheckpointSegment.apply(fn, x) returns fn(x), but its forward "
              "runs fn without recording anything and keeps only what backward needs, fn and x (no array but x); its "
@@ -363,6 +380,7 @@ register(CodeExercise(
                    Case("thousands of numbers", (32, 3, 160, 4), detail="width 32, batch 160: x holds 5,120 numbers")],
     outputs=("the output", "dL/dx", "the parameters' gradients", "bytes kept by the forward pass, besides x"),
     run=_run_checkpoint,
+    domain=Domain(_draw_checkpoint, counts=(1, 2, 64, 200)),
     diagnose=_what_was_kept,
     mistakes=[
         Mistake("a forward that records",

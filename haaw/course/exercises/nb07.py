@@ -1,4 +1,5 @@
 """Exercises of notebook 07: mixed precision."""
+import inspect
 import json
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import numpy as np
 from ...engine import guard
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, leading, sample
 
 register(NumberExercise(
     key="07-fp16-update",
@@ -40,7 +42,7 @@ register(NumberExercise(
         2**54: "2⁵⁴ is 2³⁰ × 2²⁴: the scale must *divide out* the gap between the two, 2⁻²⁴ / 2⁻³⁰.",
         1 / 64: "Scaling down makes it smaller still: multiply by 64, don't divide.",
     },
-    hints=("2⁻³⁰ × S = 2⁻²⁴.", "S = 2⁻²⁴ / 2⁻³⁰ = 2^(30 − 24)."),
+    hints=("2⁻³⁰ × S = 2⁻²⁴.", "Solve for S: divide both sides by 2⁻³⁰. Dividing powers of two subtracts their exponents."),
     solution="S = 2⁶ = 64. Every gradient is multiplied by the same S, so the optimizer divides by 64 afterwards.",
 ))
 
@@ -151,6 +153,28 @@ def _scaler_cases():
             for p in torch_reference()["gradscaler"] + BEYOND_THE_FILE]
 
 
+def _draw_scaler(rng, pick):
+    """A pattern of 12 to 40 steps with growth and backoff factors, interval and first scale drawn: it starts a few
+    growths short of the pick's threshold (65,536, fp16's limit; 2^24; 1) and runs clean long enough to cross it,
+    then overflows at random, some of them in a row. The scales are the reference's, step for step."""
+    growth = float(rng.choice([2.0, 1.5, 4.0, 3.0]))
+    backoff = float(rng.choice([0.5, 0.25, 0.125, 0.75]))
+    interval = int(rng.choice([1, 2, 3, 5]))
+    below = int(rng.integers(1, 4))
+    if pick.threshold >= 1:
+        init = pick.threshold / growth**below * float(rng.choice([1.0, 1.3]))
+        found = [False] * ((below + 1) * interval) + list(rng.random(int(rng.integers(6, 20))) < 0.3)
+    else:  # down through 1: overflows first
+        init = 2.0 ** int(rng.integers(0, 4))
+        found = [True] * int(rng.integers(3, 8)) + list(rng.random(int(rng.integers(6, 20))) < 0.3)
+    pattern = dict(label=f"growth ×{growth:g}, backoff ×{backoff:g}, interval {interval}, from {init:,.6g}",
+                   growth_factor=growth, backoff_factor=backoff, init_scale=init, growth_interval=interval,
+                   found_inf=[bool(f) for f in found])
+    pattern["scales"] = _run_scaler(inspect.unwrap(update_scale), pattern).tolist()
+    return Case(DRAWN, (pattern,), detail=f"{pattern['label']}, past {pick.threshold:,.10g}: "
+                                          + "".join("X" if f else "." for f in found))
+
+
 def _capped(pattern, cap: float) -> np.ndarray:
     """The scales of the pattern if the scale could never grow past ``cap``."""
     def update(scale, good, found_inf, growth, backoff, interval):
@@ -171,7 +195,8 @@ def _where_the_scale_stops(fn, pattern) -> str:
 
 register(CodeExercise(
     key="07-update-scale",
-    refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update"),
+    minutes=12,
+    refuses=(*guard.BACKWARD, "amp.DynamicLossScaler.update", "torch.amp.GradScaler"),
     question="Write a dynamic loss scaler's update, as torch.amp.GradScaler does it: on an overflow (found_inf), "
              "multiply the scale by backoff_factor and restart the count of clean steps; otherwise count one more "
              "clean step, and when the count reaches growth_interval, multiply the scale by growth_factor and "
@@ -183,6 +208,7 @@ register(CodeExercise(
     expected=lambda case: np.array(case.args[0]["scales"]),
     outputs=("the scale after each step",),
     run=_run_scaler,
+    domain=Domain(_draw_scaler, thresholds=(65536.0, 2.0**24, 1.0, 0.5), size=5),
     diagnose=_where_the_scale_stops,
     slot="loss_scale",
     mistakes=[
@@ -258,6 +284,28 @@ def _unscale_cases():
                  "to clip, and no division by zero")]
 
 
+def _draw_unscale(rng, pick):
+    """One to five gradients (the first of the pick's rank), of the pick's dtype, scaled by 2^0 to 2^24 or by a
+    scale that is no power of 2; the pick's values: one of VALUES, or an inf, a -inf or a nan in any one of the
+    tensors, at any place. max_norm sits on either side of the true norm (1 for tiny gradients, see _draw_clip)."""
+    shapes = [leading(rng, pick.rank)] + [leading(rng, int(r)) for r in rng.integers(0, 4, int(rng.integers(0, 5)))]
+    kind = pick.values if pick.values in VALUES else "mixed"
+    true = [sample(rng, shape, kind, pick.dtype) for shape in shapes]
+    scale = float(2.0 ** int(rng.integers(0, 25)) if rng.random() < 0.7 else rng.choice([1000.0, 3.0, 0.5]))
+    grads = [(g * g.dtype.type(scale)).astype(pick.dtype) for g in true]
+    said = pick.said()
+    if pick.values not in VALUES:  # an overflow, in any tensor
+        which = int(rng.integers(len(grads)))
+        bad = grads[which].copy().reshape(-1) if grads[which].ndim else grads[which].copy().reshape(1)
+        bad[int(rng.integers(bad.size))] = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}[pick.values]
+        grads[which] = bad.reshape(grads[which].shape)
+        said += f" in gradient {which + 1} of {len(grads)}"
+    norm = float(np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in true)))
+    max_norm = 1.0 if kind == "tiny" or norm == 0 else norm * float(rng.choice([0.5, 2.0]))
+    return Case(DRAWN, (grads, scale, max_norm),
+                detail=f"{said}, shapes {shapes}, scale {scale:g}, max_norm {max_norm:.3g}")
+
+
 def _clip_then_unscale(grads, scale, max_norm):
     """The mistake: clipping the scaled gradients, then unscaling. Returns the true norm, as the reference does."""
     # unscaling g · scale gives g back: the reference then clips the scaled gradients as they were given
@@ -306,7 +354,9 @@ def _what_went_wrong(fn, grads, scale, max_norm) -> str:
 
 register(CodeExercise(
     key="07-unscale-then-clip",
-    refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_"),
+    minutes=15,
+    refuses=(*guard.BACKWARD, "amp.unscale", "nn.clip_grad_norm_", "torch.clip_grad_norm_",
+             "torch.amp.GradScaler"),
     question="The gradients were computed from the loss times `scale`. Divide them by the scale first, then clip "
              "them by global norm to max_norm. Return (the gradients, their norm before clipping, found_inf); if "
              "any entry is inf or nan, return the unscaled gradients unclipped, the norm inf, and True.",
@@ -315,6 +365,8 @@ register(CodeExercise(
     cases=_unscale_cases,
     outputs=("the gradients", "the norm", "found_inf"),
     run=_run_unscale,
+    domain=Domain(_draw_unscale, ranks=(0, 1, 2, 3, 4), dtypes=(np.float64, np.float32),
+                  values=(*VALUES, "inf", "-inf", "nan"), keeps_dtype=("the gradients",), size=9),
     diagnose=_what_went_wrong,
     rtol=1e-5,
     mistakes=[
@@ -335,4 +387,131 @@ register(CodeExercise(
     ],
     hints=("Three steps, in this order: divide by the scale; look for inf or nan (np.isfinite); clip by the global "
            "norm of what is left.",),
+))
+
+
+# --- code exercise: stochastic rounding to bf16 (the companion's "bf16 without master weights") -------------
+
+
+from ..nb07 import round_stochastic  # noqa: E402  (the reference lives beside the loop that uses it)
+
+
+
+def _bf16():
+    from ...amp import dtype
+    return dtype("bfloat16")
+
+
+# 64 draws of u, symmetric about 1/2 (u and 1 − u both drawn) and never on a simple fraction: whichever neighbour
+# a learner's code calls "the one above" for a negative x, the share of draws that land above x is the same
+_DRAWS = np.sort(np.concatenate([(np.arange(32) + 0.3183098861837907) / 64, 1 - (np.arange(32) + 0.3183098861837907) / 64]))
+
+
+def _neighbours(x):
+    """x's bf16 neighbours below and above, as float64 (equal when x is a bf16 number)."""
+    bf16 = _bf16()
+    nearest = x.astype(bf16)
+    below = np.where(nearest.astype(np.float32) <= x, nearest, np.nextafter(nearest, bf16.type(-np.inf)))
+    above = np.where(nearest.astype(np.float32) >= x, nearest, np.nextafter(nearest, bf16.type(np.inf)))
+    return below.astype(np.float64), above.astype(np.float64)
+
+
+def _run_rounding(fn, x):
+    """Call fn(x, u) once per draw of u; return (the share of draws that land above x, the share that are one of x's
+    two bf16 neighbours), entry by entry."""
+    below, above = _neighbours(x)
+    up = np.zeros(x.shape)
+    next_to_x = np.zeros(x.shape)
+    for u in _DRAWS:
+        out = fn(x.copy(), np.full(x.shape, u))
+        if out is None:
+            raise LearnerError("your function returned None: did it forget to `return` the rounded array?")
+        out = np.asarray(out)
+        if out.shape != x.shape:
+            raise LearnerError(f"return one rounded number per entry of x: shape {x.shape}, not {out.shape}")
+        if out.dtype != _bf16():
+            raise LearnerError(f"return a bf16 array (dtype('bfloat16'), or .astype(dtype('bfloat16'))), not {out.dtype}: "
+                               "the point is what a weight stored in 16 bits holds")
+        values = out.astype(np.float64)
+        up += values > x
+        next_to_x += (values == below) | (values == above)
+    return up / len(_DRAWS), next_to_x / len(_DRAWS)
+
+
+def _rounding_cases():
+    rng = np.random.default_rng(11)
+    near_one = np.float32(1.0) + np.float32(2.0**-9) * np.arange(1, 4, dtype=np.float32)
+    return [Case("hand-checkable", (np.array([1 + 2.0**-9], dtype=np.float32),),
+                 detail="x = 1 + 2⁻⁹: bf16's neighbours are 1 and 1 + 2⁻⁷, a quarter of the way up"),
+            Case("hand-checkable", (near_one,), detail="1 + 2⁻⁹, 1 + 2⁻⁸, 1 + 3·2⁻⁹: a quarter, a half, three quarters"),
+            Case("negative numbers", (-near_one,), note="for a negative x, the neighbour above is the one nearer 0"),
+            Case("bf16 numbers already", (np.array([1.0, -0.5, 0.0, 384.0, 2.0**-20], dtype=np.float32),),
+                 note="a number bf16 holds exactly has nothing to round: it stays as it is, whatever u"),
+            Case("a weight and a small update", (np.float32(0.71875) - np.float32(1e-4) * np.arange(1, 7, dtype=np.float32),),
+                 detail="0.71875 − k · 10⁻⁴", note="the case that matters in training: an update much smaller "
+                 "than bf16's gap, which rounding to nearest loses every time"),
+            Case("random", (rng.standard_normal(50).astype(np.float32),)),
+            Case("random, many scales", ((rng.standard_normal((4, 6)) * 10.0 ** rng.integers(-30, 30, (4, 6))).astype(np.float32),),
+                 detail="a 4 × 6 array from 10⁻³⁰ to 10³⁰")]
+
+
+def _draw_rounding(rng, pick):
+    """A float32 array of the picked rank and kind of values: standard normal, negative, with zeros, tiny, huge."""
+    shape = tuple(int(n) for n in rng.integers(1, 5, pick.rank))
+    return Case(DRAWN, (sample(rng, shape, pick.values, np.float32),), detail=pick.said())
+
+
+def _nearest(x, u):
+    return x.astype(_bf16())
+
+
+def _swapped(x, u):
+    """The mistake: the probability of going up is the distance to the neighbour *above*."""
+    below, above = _neighbours(x)
+    gap = np.where(above > below, above - below, 1.0)
+    return np.where(u < (above - x) / gap, above, below).astype(_bf16())
+
+
+def _chopped(x, u):
+    """The mistake: the lower 16 bits of the fp32 pattern simply dropped (toward 0), no randomness."""
+    return (np.asarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(_bf16())
+
+
+def _coin(x, u):
+    """The mistake: either neighbour with probability 1/2, however close x is to one of them."""
+    below, above = _neighbours(x)
+    return np.where(u < 0.5, above, below).astype(_bf16())
+
+
+register(CodeExercise(
+    key="07-stochastic-rounding",
+    minutes=15,
+    question="Round each entry of x (float32) to one of its two bf16 neighbours, below and above it: to the one "
+             "above when u (uniform in [0, 1), one per entry) is below (x − below) / (above − below), else to the one "
+             "below; a number bf16 holds exactly stays as it is. Return a bf16 array of x's shape.",
+    signature="round_stochastic(x, u) -> bf16 array",
+    reference=round_stochastic,
+    cases=_rounding_cases,
+    outputs=("the share of draws rounded above x", "the share of draws that are one of x's two bf16 neighbours"),
+    run=_run_rounding,
+    domain=Domain(_draw_rounding, ranks=(0, 1, 2, 3), dtypes=(np.float32,), values=VALUES),
+    mistakes=[
+        Mistake("rounding to the nearest",
+                "astype rounds every entry to the nearest bf16 number, whatever u: an update smaller than half the gap "
+                "is lost every time, which is the very problem. Go to the neighbour above with probability "
+                "(x − below) / (above − below).", _nearest),
+        Mistake("the probabilities swapped",
+                "(above − x) / (above − below) is the probability of going *down*: x close to the neighbour below "
+                "would mostly go up. On average that is not x.", _swapped),
+        Mistake("chopping the lower bits",
+                "dropping the last 16 bits of the fp32 pattern rounds every entry toward 0, whatever u: biased, and "
+                "small updates are lost as with rounding to nearest. Keep the 16 bits as a probability.", _chopped),
+        Mistake("a fair coin",
+                "each neighbour with probability 1/2 is not x on average unless x lies halfway: the probability of "
+                "going up is how far x lies from the neighbour below, as a share of the gap.", _coin),
+    ],
+    hints=("The two neighbours: x.astype(dtype('bfloat16')) is the nearest; np.nextafter(that, ±inf), in bf16, "
+           "gives the next one down or up.",
+           "below ≤ x ≤ above; p = (x − below) / (above − below) (0 where they are equal); np.where(u < p, above, "
+           "below)."),
 ))

@@ -6,8 +6,9 @@ from ...engine import guard
 from ...engine.plugins import read_only
 from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import BugExercise, register
+from .domain import DRAWN, Domain
 
-# What can go wrong in a few lines of training code, as sections 1 to 9 of the notebook taught it: the menu every
+# What can go wrong in a few lines of training code, as sections 1 to 7 of core 08 teach it: the menu every
 # "find the bug" answer picks its explanation from (the key, then other words a learner may use for it).
 EXPLANATIONS = {
     "per example": ("per sequence", "mean per example", "loss per example", "mean per sequence", "per sequence mean",
@@ -25,8 +26,9 @@ NO_MICROBATCHES = "there are no microbatches here: one reduction of one batch."
 NO_GRAD = "a reduction computes one number from the losses; it never reads or writes .grad."
 NO_INPLACE = "every line makes a new tensor; nothing is changed in place."
 
-# The pieces as the notebook shows them (tests/claims/test_claims_nb08.py runs the notebook's own cells and checks
-# that each line number below is the line so numbered there, and that each bug has the effect its solution states).
+# The pieces as the notebooks show them, 08-bug-c in core 08 and 08-bug-a and 08-bug-b in its companion
+# (tests/claims/test_claims_nb08.py runs the notebooks' own cells and checks that each line number below is the
+# line so numbered there, and that each bug has the effect its solution states).
 register(BugExercise(
     key="08-bug-a",
     question="loss_a: which line holds the bug, and what does it do?",
@@ -52,7 +54,7 @@ register(BugExercise(
     hints=("Each line is meant to serve one goal, the mean loss per real token. Check every line against it, the "
            "last one most carefully.",
            "Work out how much one real token weighs in the result, in a 2-token sequence and in a 6-token one "
-           "(section 2)."),
+           "(core 08, section 2)."),
     solution="(4, 'per example'). Line 4 divides each sequence's summed loss by its own length and then averages the "
              "sequences: a mean per example, in which a token of the 2-token sequence weighs three times as much as "
              "one of the 6-token sequence. Lines 1 to 3 are right; the fix is on line 4: "
@@ -177,6 +179,16 @@ def _reduce_leaving_the_mask(reduce, losses, mask):
                            "mask.sum(), not mask /= mask.sum())") from None
 
 
+def _draw_batch(rng, pick):
+    """A batch of the pick's count of sequences, 1 to 9 tokens each, padded to its longest or further, with tokens
+    of another seed: the real tokens, the mean's denominator, differ from case to case."""
+    lengths = tuple(int(n) for n in rng.integers(1, 10, pick.count))
+    pad_to = None if rng.random() < 0.5 else max(lengths) + int(rng.integers(1, 4))
+    return Case(DRAWN, (lengths, pad_to, int(rng.integers(3, 100))),
+                detail=f"lengths {', '.join(map(str, lengths))} ({sum(lengths)} real tokens)"
+                       + (f", padded to {pad_to}" if pad_to else ""))
+
+
 def _audit_says(reduce, lengths, pad_to, seed):
     from ...tools.audit import audit
 
@@ -187,6 +199,7 @@ def _audit_says(reduce, lengths, pad_to, seed):
 
 register(CodeExercise(
     key="08-repair-step",
+    minutes=15,
     refuses=(*guard.BACKWARD, "course.masked_mean"),
     question="Repair buggy_loss: given the loss of every position (batch × positions, padding included) and the "
              "mask (1 = real token, 0 = padding), return the mean loss per real token. The audit should then pass, "
@@ -200,6 +213,7 @@ register(CodeExercise(
                    Case("no padding at all", ((5, 5, 5), None, 2))],
     outputs=("the loss", "the gradients"),
     run=_run_step,
+    domain=Domain(_draw_batch, counts=(1, 2, 3, 6)),
     diagnose=_audit_says,
     mistakes=[
         Mistake("the step as given: the mask after the mean, and a mean per sequence",

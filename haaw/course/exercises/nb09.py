@@ -7,6 +7,7 @@ from ...engine import guard
 from ...engine.plugins import read_only
 from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, leading, sample
 
 register(NumberExercise(
     key="09-accumulation-scale",
@@ -18,7 +19,7 @@ register(NumberExercise(
         4: "Multiplying by 4 makes it 16× too big. Each microbatch mean already has the big-batch scale.",
         1: "Without a factor, the 4 accumulated gradients add up to 4× the big-batch gradient.",
     },
-    hints=("The big-batch mean is the average of the 4 microbatch means.", "Average = sum × 1/4."),
+    hints=("The big-batch mean is the average of the 4 microbatch means.", "An average is the sum divided by how many numbers were summed: what does dividing by that count multiply each loss by?"),
     solution="1/4 = 0.25: the mean over the big batch is the average of the 4 equal-sized microbatch means.",
 ))
 
@@ -98,7 +99,8 @@ class _Wires:
     """The checker's ring, ``received = send(outgoing)`` as notebook 09's Ring: worker i's message goes to worker
     (i + 1) % N, a copy that crossed a wire, and the ring counts steps and numbers. A message keeps its shape
     (a chunk of a 2-D buffer arrives as one), and may hold at most one chunk. The steps numbered in ``tamper``
-    change every message on its way (+1000), so the checker can see what a result was built from."""
+    change every message on its way (+1000 times its largest number, or +1000), so the checker can see what a result
+    was built from."""
 
     def __init__(self, shape, workers: int, tamper=()):
         self.workers, self.largest, self.tamper = workers, _largest_chunk(shape, workers), set(tamper)
@@ -118,8 +120,8 @@ class _Wires:
                                  "worker per step")
         self.steps += 1
         self.numbers_sent += sum(m.size for m in messages)
-        if self.steps in self.tamper:
-            messages = [m + 1000.0 for m in messages]
+        if self.steps in self.tamper:  # a change that shows at any size of the numbers
+            messages = [m + 1000.0 * max(1.0, float(np.max(np.abs(m), initial=0.0))) for m in messages]
         return [messages[(i - 1) % n] for i in range(n)]
 
 
@@ -205,6 +207,14 @@ def _ring_cases():
                  note="a buffer may have any shape: every worker ends with an array of the buffer's shape")]
 
 
+def _draw_ring(rng, pick):
+    """The pick's count of workers, each with a buffer of the pick's rank (1 to 9 numbers an axis), dtype and
+    values: fewer numbers than workers, sizes that do not split evenly, 2-D and 3-D buffers."""
+    shape = leading(rng, pick.rank, high=9)
+    buffers = [sample(rng, shape, pick.values, pick.dtype) for _ in range(pick.count)]
+    return Case(DRAWN, (buffers,), detail=f"{pick.said()}, {pick.count} workers, shape {shape}")
+
+
 def _ring_variant(*, steps=None, gather=True, average=False):
     """A ring as the notebook's cell writes it, np.array_split along the first axis (for a 1-D buffer, the course's
     ring), making one named mistake with its keywords: ``steps(n)`` reduce-scatter steps instead of N − 1, no
@@ -231,6 +241,7 @@ def _no_ring(buffers, send):
 
 register(CodeExercise(
     key="09-ring-all-reduce",
+    minutes=30,
     refuses=(*guard.BACKWARD, "course.ring_all_reduce", "course.ring"),
     question="Write a ring all-reduce: split each worker's buffer into N chunks; reduce-scatter (N − 1 steps: every "
              "worker sends one chunk to its right-hand neighbour, which adds it to its own), then all-gather "
@@ -242,6 +253,8 @@ register(CodeExercise(
     cases=_ring_cases,
     outputs=("every worker's result", "the ring's count [steps, numbers sent]"),
     run=_run_ring,
+    domain=Domain(_draw_ring, ranks=(1, 2, 3), dtypes=(np.float64, np.float32), values=VALUES,
+                  counts=(1, 2, 3, 5, 8), size=6),
     mistakes=[
         Mistake("no ring at all (the sum computed directly)",
                 "the numbers are right, but no chunk went through send: in a real cluster a worker sees only its "
@@ -259,11 +272,17 @@ register(CodeExercise(
                 "an all-reduce sums; dividing by N (to average over workers) is a separate choice, made outside.",
                 _ring_variant(average=True)),
     ],
-    hints=("Keep chunks[i][c]: worker i's copy of chunk c. In reduce-scatter step s, worker i sends chunk (i − s) "
-           "mod N: outgoing = [chunks[i][(i - s) % n] for i in range(n)]. Worker i receives its left neighbour's "
-           "chunk, (i − 1 − s) mod N, and adds it to its own copy.",
-           "After N − 1 steps worker i holds the full sum of chunk (i + 1) mod N. In all-gather step s, worker i "
-           "sends chunk (i + 1 − s) mod N; the receiver, worker i + 1, replaces its copy of that chunk."),
+    hints=("Work it out on the trace of three workers first. Keep chunks[i][c], worker i's copy of chunk c. In "
+           "each reduce-scatter step two indices matter for worker i: the chunk it sends, and the chunk it adds "
+           "what it received to (the one its left-hand neighbour sent). Read both off the trace for steps 1 and 2, "
+           "for every worker, then write each as an expression in i and step, modulo n.",
+           "Reduce-scatter: in the first step (step = 0) worker i sends the chunk with its own number, i; in each "
+           "later step it passes on the chunk it has just added to, one number lower: chunk (i − step) mod n. It "
+           "receives its left neighbour's chunk, (i − 1 − step) mod n, and adds it to its own copy of that chunk.",
+           "After the reduce-scatter, worker i holds the finished sum of chunk (i + 1) mod n (in the trace, worker 0 "
+           "holds B012). All-gather: worker i sends that chunk first, then each step the one it has just received: "
+           "chunk (i + 1 − step) mod n. The receiver replaces its copy of that chunk, (i − step) mod n, instead of "
+           "adding to it."),
 ))
 
 
@@ -286,9 +305,9 @@ def _leaving_the_mask(fn, losses, mask, total):
                            "total_tokens, not mask /= total_tokens)") from None
 
 
-def _run_accumulation(fn, lengths, splits):
-    inputs, targets, mask = nb08.padded_batch(lengths=lengths, seed=3)
-    model = nb08.make_model(seed=3)
+def _run_accumulation(fn, lengths, splits, seed=3):
+    inputs, targets, mask = nb08.padded_batch(lengths=lengths, seed=seed)
+    model = nb08.make_model(seed=seed)
     total = float(mask.sum())
     for rows in splits:
         rows = np.array(rows)
@@ -302,8 +321,23 @@ def _run_accumulation(fn, lengths, splits):
                            for p in model.parameters()])
 
 
+def _draw_accumulation(rng, pick):
+    """A batch of 2 to 6 sequences of 1 to 9 tokens, split into the pick's count of microbatches of any sizes (the
+    last takes what is left), with tokens of another seed: the total, and each microbatch's share, differ."""
+    count = max(pick.count, int(rng.integers(pick.count, 7)))
+    lengths = tuple(int(n) for n in rng.integers(1, 10, count))
+    rows = [int(i) for i in rng.permutation(count)]
+    cuts = sorted(int(c) for c in rng.choice(range(1, count), pick.count - 1, replace=False)) if pick.count > 1 else []
+    splits = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, count])]
+    tokens = [sum(lengths[r] for r in split) for split in splits]
+    return Case(DRAWN, (lengths, splits, int(rng.integers(3, 100))),
+                detail=f"lengths {', '.join(map(str, lengths))}, microbatches {splits}: "
+                       f"{' and '.join(map(str, tokens))} real tokens, {sum(tokens)} in all")
+
+
 register(CodeExercise(
     key="09-token-weighted",
+    minutes=10,
     question="Accumulation over microbatches that hold different numbers of real tokens: write the loss of one "
              "microbatch so that the gradients summed over all microbatches equal one big batch's gradient of the "
              "mean loss per real token. `total_tokens` is the number of real tokens in the whole batch.",
@@ -319,6 +353,7 @@ register(CodeExercise(
                         detail="11, 8 and 4 real tokens, 23 in all")],
     outputs=("the accumulated gradients",),
     run=_run_accumulation,
+    domain=Domain(_draw_accumulation, counts=(1, 2, 3, 4)),
     mistakes=[
         Mistake("each microbatch's own mean, divided by the number of microbatches",
                 "that weighs a token of a short microbatch more than a token of a long one. Sum each microbatch's "

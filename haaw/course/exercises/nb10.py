@@ -1,4 +1,5 @@
 """Exercises of notebook 10: one complete learning step."""
+import inspect
 import math
 
 import numpy as np
@@ -7,6 +8,7 @@ from ...engine import guard
 from ...engine.plugins import read_only
 from .code import Case, CodeExercise, LearnerError, Mistake, learner_line
 from .core import ChoiceExercise, NumberExercise, register
+from .domain import DRAWN, VALUES, Domain, leading, sample
 from .nb07 import torch_reference
 
 register(NumberExercise(
@@ -20,7 +22,7 @@ register(NumberExercise(
         math.log2(31): "That is log base 2 (bits). Cross-entropy here uses the natural log.",
         3.4: "Close, but give at least three significant digits (or let NumPy compute it: np.log(31)).",
     },
-    hints=("Every character gets probability 1/31.", "−ln(1/31) = ln 31."),
+    hints=("Every character gets probability 1/31.", "The loss of one prediction is −ln of the probability given to the right character."),
     solution="−ln(1/31) = ln 31 ≈ 3.43: the loss of an even guess. An untrained model's guess is only roughly "
              "even (its random weights favour some characters a little), so its first losses lie near ln 31, a "
              "little above or below it; a loss that falls well below it and stays there has been learned.",
@@ -48,6 +50,31 @@ register(ChoiceExercise(
              "forward pass", "optimizer", "optimiser step"),
 ))
 
+register(ChoiceExercise(
+    key="10-noisy-adam-step",
+    question="A weight's gradient is +1 or −1 at random, with equal chance, at every step of a long run. Adam moves "
+             "it by lr · |m̂| / (√v̂ + eps) at each step: about what share of lr is that: \"all of it\", \"half\" or "
+             "\"a fifth\"?",
+    answer=("a fifth", "fifth", "one fifth", "a fifth of lr", "1/5", "0.2", "about a fifth"),
+    mistakes={
+        "all of it": "That is the step when the gradients agree. Here every g² is 1, so v̂ = 1 and the step is "
+                     "lr · |m̂|; but m̂ is a running mean of random signs, and they mostly cancel.",
+        "half": "m̂ averages random signs with most of its weight on about the last 10 steps (beta1 = 0.9): "
+                "they cancel more than that. Its spread is √((1 − beta1)/(1 + beta1)) ≈ 0.23.",
+        "lr": "That is the step when the gradients agree. Here every g² is 1, so v̂ = 1 and the step is lr · |m̂|; "
+              "but m̂ is a running mean of random signs, and they mostly cancel.",
+        "0.5": "m̂ averages random signs with most of its weight on about the last 10 steps (beta1 = 0.9): they "
+               "cancel more than that. Its spread is √((1 − beta1)/(1 + beta1)) ≈ 0.23.",
+    },
+    hints=("With every g² equal to 1, what is v̂? Then the step is lr times |m̂|.",
+           "m̂ is a mean of random ±1s weighted towards the last 10 or so: its spread is √((1 − beta1)/(1 + beta1)) "
+           "≈ 0.23, and its typical size a little less."),
+    solution="About a fifth of lr. Every g² is 1, so v̂ = 1 and the step is lr · |m̂|. m̂ is a running mean of random signs, most "
+             "of its weight on about the last 10 (beta1 = 0.9), and they mostly cancel: its spread is "
+             "√(0.1/1.9) ≈ 0.23 and its typical size about 0.18. Noisy gradients make Adam's steps much smaller "
+             "than lr, which is their upper scale.",
+    choices=("all of it", "half", "a fifth", "lr", "0.5", "0.2"),
+))
 
 # --- code exercise: Adam's step ---------------------------------------------------------------------------
 
@@ -91,6 +118,7 @@ def _three(result, shape) -> tuple | None:
 
 def _run_adam(fn, run):
     p = np.array(run["p0"])
+    dtype = p.dtype if p.dtype.kind == "f" else np.dtype(np.float64)
     m, v, path = np.zeros_like(p), np.zeros_like(p), []
     for t, g in enumerate(run["grads"], start=1):
         # read-only, as the engine hands them over when yours(adam=...) plugs the step in: p -= ... is refused here
@@ -109,14 +137,31 @@ def _run_adam(fn, run):
         if three is None:
             raise LearnerError("return three arrays: the new p, m and v (m and v are needed at the next step); "
                                f"got {result!r:.50}")
-        p, m, v = (np.asarray(r, dtype=np.float64) for r in three)
+        p, m, v = (np.asarray(r, dtype=dtype) for r in three)  # kept in the parameter's dtype, as the engine does
         path.append(p)
     return np.stack(path)
 
 
+def _draw_adam(rng, pick):
+    """A run of the pick's count of steps on a parameter of the pick's rank and dtype, the gradients of the pick's
+    kind (tiny ones, far under eps, with a tiny parameter, so that the steps show against it), with lr, betas and eps
+    drawn (beta1 0 included, eps as large as 0.1): the parameters after each step are the reference's."""
+    shape = leading(rng, pick.rank, high=4)
+    lr = float(rng.choice([1e-3, 0.05, 1.0]))
+    beta1, beta2 = ((0.9, 0.999), (0.5, 0.9), (0.0, 0.99), (0.99, 0.9999))[int(rng.integers(4))]
+    eps = float(rng.choice([1e-8, 1e-3, 0.1]))
+    run = dict(label=f"{pick.said()}, shape {shape}, {pick.count} steps, lr {lr:g}, betas ({beta1:g}, {beta2:g}), "
+                     f"eps {eps:g}", lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+               p0=sample(rng, shape, "tiny" if pick.values == "tiny" else "mixed", pick.dtype),
+               grads=[sample(rng, shape, pick.values, pick.dtype) for _ in range(pick.count)])
+    run["params"] = _run_adam(inspect.unwrap(adam_step), run)
+    return Case(DRAWN, (run,), detail=run["label"])
+
+
 register(CodeExercise(
     key="10-adam-step",
-    refuses=(*guard.BACKWARD, "optim.Adam.step"),
+    minutes=15,
+    refuses=(*guard.BACKWARD, "optim.Adam.step", "torch.optim"),
     question="Write one Adam step: update the running means m (of g) and v (of g²) with beta1 and beta2, correct both "
              "for having started at 0 (divide by 1 − betaᵗ), and move p by lr · m̂ / (√v̂ + eps). Return the new "
              "p, m, v.",
@@ -127,6 +172,8 @@ register(CodeExercise(
     expected=lambda case: np.array(case.args[0]["params"]),
     outputs=("the parameters after each step",),
     run=_run_adam,
+    domain=Domain(_draw_adam, ranks=(0, 1, 2, 3), dtypes=(np.float64, np.float32), values=VALUES,
+                  counts=(1, 3, 12, 40), size=6),
     slot="adam",
     rtol=1e-6,
     mistakes=[

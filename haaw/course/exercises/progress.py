@@ -2,7 +2,7 @@
 
 Passing an exercise is otherwise remembered only by the kernel, which a restart, a crash or Binder's
 shutting down of idle kernels forgets. The file, ``haaw-progress.json`` in the folder the notebook
-runs in, holds for each exercise its last verdict, whether it was ever solved and how many attempts
+runs in (for a companion in ``deeper/``, the cores' folder), holds for each exercise its last verdict, whether it was ever solved and how many attempts
 it took; ``progress()`` prints the table across notebooks. Beside a code exercise's verdict it keeps the
 source of the function that passed, so that a later notebook, or the same one after a restart, can run your
 own pieces again (``mine`` in code.py). Nothing leaves the machine: to hand it in,
@@ -30,7 +30,12 @@ def where() -> Path | None:
     setting = os.environ.get("HAAW_PROGRESS", "")
     if setting.lower() == "off":
         return None
-    return Path(setting) if setting else Path.cwd() / FILE_NAME
+    if setting:
+        return Path(setting)
+    here = Path.cwd()
+    if here.name == "deeper" and any(here.parent.glob("[0-9][0-9]_*.ipynb")):
+        here = here.parent  # a companion shares its core's file: what passed in the core counts in both
+    return here / FILE_NAME
 
 
 def load(path: Path | None = None) -> dict:
