@@ -35,6 +35,9 @@ SLOTS: dict[str, Slot] = {}  # every slot, declared once, beside the engine code
 # The functions in use: slot name -> (your function, its adapted form). A context variable, so a block open
 # in one context (a running cell) does not reach code running in another (an explorer's callback).
 _in_use: ContextVar[Mapping] = ContextVar("haaw_slots_in_use", default=MappingProxyType({}))  # never changed in place
+# slot name -> the adapted form alone, set and reset with _in_use: what the call sites read. A plain dict (never
+# changed in place either: use() sets a new one), because every scalar operation reads it and dict.get is fastest.
+_calls: ContextVar[dict] = ContextVar("haaw_slot_calls", default={})  # noqa: B039 (never changed in place)
 
 
 def slot(name: str, signature: str, adapter: Callable = lambda fn: fn, refuses: tuple = ()) -> None:
@@ -47,8 +50,12 @@ def slot(name: str, signature: str, adapter: Callable = lambda fn: fn, refuses: 
 def override(name: str):
     """The one lookup every call site makes: the adapted function in the slot ``name``, or None (the
     engine's own code runs)."""
-    found = _in_use.get().get(name)
-    return None if found is None else found[1]
+    return _calls.get().get(name)
+
+
+# ``overrides().get(name)`` is ``override(name)`` without a Python call of its own: the scalar engine's operations,
+# which ask once each, read the slots this way (``override``'s own call was a seventh of a scalar forward pass)
+overrides = _calls.get
 
 
 def in_use() -> dict:
@@ -69,9 +76,11 @@ def use(**implementations):
                             f"{type(fn).__name__} {fn!r:.40}")
     filled = {name: (fn, SLOTS[name].adapter(_inputs_read_only(name, fn))) for name, fn in implementations.items()}
     token = _in_use.set({**_in_use.get(), **filled})
+    calls = _calls.set({**_calls.get(), **{name: adapted for name, (_, adapted) in filled.items()}})
     try:
         yield
     finally:
+        _calls.reset(calls)
         _in_use.reset(token)
 
 

@@ -72,7 +72,7 @@ class Value:
 
         Leaf grads accumulate over calls, like PyTorch: reset them with ``zero_grad()``.
         """
-        yours = plugins.override("backward")
+        yours = plugins.overrides().get("backward")
         if yours:
             yours(self)
             return
@@ -85,7 +85,7 @@ class Value:
     # --- arithmetic: result and local derivatives, side by side -----------------------
     def __add__(self, other):
         other = other if isinstance(other, Value) else Value(_number(other, "the other operand of +"))
-        yours = plugins.override("add")
+        yours = plugins.overrides().get("add")
         if yours:
             out, local = yours(self.data, other.data)
             return Value(out, "", (self, other), _locals("add", local, 2), "+")
@@ -97,7 +97,7 @@ class Value:
 
     def __mul__(self, other):
         other = other if isinstance(other, Value) else Value(_number(other, "the other operand of *"))
-        yours = plugins.override("mul")
+        yours = plugins.overrides().get("mul")
         if yours:
             out, local = yours(self.data, other.data)
             return Value(out, "", (self, other), _locals("mul", local, 2), "*")
@@ -117,7 +117,7 @@ class Value:
                 "For a learnable exponent write (exponent * base.log()).exp()."
             )
         n = _number(exponent, "the exponent")
-        yours = plugins.override("pow")
+        yours = plugins.overrides().get("pow")
         if yours:
             out, local = yours(self.data, n)
             return Value(out, "", (self,), _locals("pow", local, 1), f"**{n:g}")
@@ -161,7 +161,7 @@ class Value:
         return Value(x if x > 0 else 0.0, "", (self,), (1.0 if x > 0 else 0.0,), "relu")
 
     def tanh(self):
-        yours = plugins.override("scalar_tanh")
+        yours = plugins.overrides().get("scalar_tanh")
         if yours:
             out, local = yours(self.data)
             return Value(out, "", (self,), _locals("scalar_tanh", local, 1), "tanh")
@@ -169,7 +169,7 @@ class Value:
         return Value(t, "", (self,), (1.0 - t * t,), "tanh")
 
     def exp(self):
-        yours = plugins.override("exp")
+        yours = plugins.overrides().get("exp")
         if yours:
             out, local = yours(self.data)
             return Value(out, "", (self,), _locals("exp", local, 1), "exp")
