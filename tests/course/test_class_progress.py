@@ -21,9 +21,9 @@ def _file(path: Path, learner, exercises: dict) -> Path:
 
 def _class(tmp_path: Path) -> list[Path]:
     order = class_progress.course_order()
-    ada = _file(tmp_path / "a.json", "Ada", {
-        order[0]: {"solved": True, "attempts": 1, "last": "correct"},
+    ada = _file(tmp_path / "a.json", "Ada", {  # the file's order is not the course's: stopped at order[3]
         order[3]: {"solved": False, "attempts": 4, "last": "wrong"},
+        order[0]: {"solved": True, "attempts": 1, "last": "correct"},
         "99-from-another-version": {"solved": True, "attempts": 1}})
     grace = _file(tmp_path / "g.json", None, {order[1]: {"solved": True, "attempts": 2, "last": "correct"}})
     (tmp_path / "broken.json").write_text('{"course": "haaw", "exercises": {')  # cut short
