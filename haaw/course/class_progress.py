@@ -167,7 +167,7 @@ def figure(path: Path, learners: list[Learner], order: list[str]) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from .style import PALETTE, apply
+    from .style import PALETTE, SMALLEST_TEXT, apply
 
     apply()
     grid = np.zeros((len(learners), len(order)))
@@ -176,13 +176,13 @@ def figure(path: Path, learners: list[Learner], order: list[str]) -> None:
             entry = x.exercises.get(key)
             grid[i, j] = 0 if entry is None else (2 if entry["solved"] else 1)
     width = min(max(6.0, 0.22 * len(order) + 2.5), 30.0)
-    fig = Figure(figsize=(width, 1.6 + 0.32 * max(len(learners), 1)))
+    fig = Figure(figsize=(width, 2.6 + 0.3 * max(len(learners), 1)))  # the rotated names take about 2 inches
     ax = fig.subplots()
     ax.imshow(grid, cmap=ListedColormap(["#ffffff", "#F3D9A4", PALETTE[0]]), vmin=0, vmax=2, aspect="auto",
               interpolation="nearest")
     tried = np.argwhere(grid == 1)
     ax.scatter(tried[:, 1], tried[:, 0], marker="x", color=PALETTE[3], s=20, linewidths=1.2)
-    ax.set_xticks(range(len(order)), order, rotation=90, fontsize=8)
+    ax.set_xticks(range(len(order)), order, rotation=90, fontsize=SMALLEST_TEXT)
     ax.set_yticks(range(len(learners)), [x.name for x in learners])
     ax.set_xticks(np.arange(-0.5, len(order)), minor=True)
     ax.set_yticks(np.arange(-0.5, len(learners)), minor=True)
