@@ -110,3 +110,58 @@ def test_a_companion_shares_the_progress_file_of_the_cores(tmp_path, monkeypatch
     assert progress.where() == tmp_path / "haaw-progress.json"
     monkeypatch.chdir(tmp_path)
     assert progress.where() == tmp_path / "haaw-progress.json"
+
+
+def test_the_file_names_its_learner_asked_once_and_kept(tmp_path, monkeypatch, capsys):
+    """The first verdict without a name says in one line how to give one, and only once (the file remembers it
+    asked); progress(name=...) keeps the name in the file, where a new process and later verdicts find it."""
+    progress_module = sys.modules["haaw.course.exercises.progress"]
+    from haaw.course.exercises.progress import ASK_NAME, read
+
+    path = tmp_path / "haaw-progress.json"
+    monkeypatch.setenv("HAAW_PROGRESS", str(path))
+    monkeypatch.delenv("HAAW_LEARNER", raising=False)
+    monkeypatch.setattr(progress_module, "_asked", False)
+    check("01-dL/dw", 10.0)
+    said = capsys.readouterr().out
+    assert said.count(ASK_NAME) == 1 and len(said.strip().splitlines()) == 1, said
+    assert "learner" in read(path) and read(path)["learner"] is None
+    monkeypatch.setattr(progress_module, "_asked", False)  # a new kernel: the file says it was asked already
+    check("01-dL/dw", 11.0)
+    assert ASK_NAME not in capsys.readouterr().out
+    assert repr(progress(name="  Ada   Lovelace ")).startswith("Ada Lovelace's progress, from")
+    check("01-dL/dw", REGISTRY["01-dL/dw"].answer)
+    kept = json.loads(path.read_text())
+    assert kept["learner"] == "Ada Lovelace" and kept["exercises"]["01-dL/dw"]["attempts"] == 3
+    shown = subprocess.run([sys.executable, "-c", "from haaw.course.exercises import progress; print(progress())"],
+                           env={**os.environ, "HAAW_PROGRESS": str(path)}, capture_output=True, text=True,
+                           check=True).stdout
+    assert shown.startswith("Ada Lovelace's progress")
+    assert repr(progress(name=42)).startswith("Ada Lovelace's")  # not a name: nothing changed
+    assert "nothing was kept" in capsys.readouterr().out
+
+
+def test_haaw_learner_names_the_file_without_asking(tmp_path, monkeypatch, capsys):
+    progress_module = sys.modules["haaw.course.exercises.progress"]
+    from haaw.course.exercises.progress import ASK_NAME, read
+
+    path = tmp_path / "haaw-progress.json"
+    monkeypatch.setenv("HAAW_PROGRESS", str(path))
+    monkeypatch.setenv("HAAW_LEARNER", "grace")
+    monkeypatch.setattr(progress_module, "_asked", False)
+    check("01-dL/dw", 10.0)
+    assert ASK_NAME not in capsys.readouterr().out
+    assert read(path)["learner"] == "grace"
+    monkeypatch.delenv("HAAW_LEARNER")
+    check("01-dL/dw", 10.0)  # kept: the variable need not stay set
+    assert read(path)["learner"] == "grace" and ASK_NAME not in capsys.readouterr().out
+
+
+def test_an_unwritable_file_asks_once_a_kernel(tmp_path, monkeypatch, capsys):
+    progress_module = sys.modules["haaw.course.exercises.progress"]
+    monkeypatch.setenv("HAAW_PROGRESS", str(tmp_path / "no such folder" / "haaw-progress.json"))
+    monkeypatch.delenv("HAAW_LEARNER", raising=False)
+    monkeypatch.setattr(progress_module, "_asked", False)
+    for _ in range(3):
+        check("01-dL/dw", 10.0)
+    assert capsys.readouterr().out.count(progress_module.ASK_NAME) == 1

@@ -138,12 +138,17 @@ SHORTCUTS = [
 
 
 @pytest.mark.parametrize("key, fn, called", SHORTCUTS, ids=[s[0] for s in SHORTCUTS])
-def test_a_shortcut_is_refused_by_name_and_not_counted(key, fn, called):
+def test_a_shortcut_is_refused_by_name_and_not_counted(key, fn, called, tmp_path, monkeypatch):
+    from haaw.course.exercises.progress import load
+
+    monkeypatch.setenv("HAAW_PROGRESS", str(tmp_path / "haaw-progress.json"))
     feedback = check(key, fn)
     assert feedback.status == WRONG, feedback.message
     assert f"is not its own work: it calls {called}" in feedback.message, feedback.message
     assert "Calling it is not writing it" in feedback.message
     assert not passed(key, fn)
+    kept = load()[key]  # an attempt, written down as one, never as solved; and no source kept to hand back
+    assert (kept["solved"], kept["last"], "source" in kept) == (False, WRONG, False)
 
 
 def test_pytorch_s_autograd_is_refused_too():

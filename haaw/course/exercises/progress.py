@@ -8,6 +8,10 @@ source of the function that passed, so that a later notebook, or the same one af
 own pieces again (``mine`` in code.py). Nothing leaves the machine: to hand it in,
 download the file (in JupyterLab: right-click it in the file browser, Download).
 
+The file names its learner, so that an instructor who collects a class's files knows whose each one is
+(``python -m haaw.course.class_progress``): ``progress(name="Ada")`` once, or ``HAAW_LEARNER`` set where the
+kernels run; the name is kept in the file. The first verdict written without a name says so, in one line, once.
+
 ``HAAW_PROGRESS`` names another file, or ``off`` to keep nothing (the test suite sets it).
 """
 from __future__ import annotations
@@ -23,6 +27,9 @@ from pathlib import Path
 from .registry import REGISTRY
 
 FILE_NAME = "haaw-progress.json"
+ASK_NAME = ('Whose progress is this? Say once: progress(name="Your Name") (or set HAAW_LEARNER); '
+            "the name is kept in the progress file.")
+_asked = False  # this kernel has said ASK_NAME (once, even where the file cannot be written)
 
 
 def where() -> Path | None:
@@ -38,34 +45,58 @@ def where() -> Path | None:
     return here / FILE_NAME
 
 
-def load(path: Path | None = None) -> dict:
-    """{exercise key: {"last": verdict, "solved": bool, "attempts": n, "when": unix time}}; {} if none or unreadable."""
+def read(path: Path | None = None) -> dict:
+    """The whole file: {"course": "haaw", "learner": name or None, "exercises": {...}}; {} if none or unreadable."""
     path = path or where()
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
-    return data.get("exercises", {}) if isinstance(data, dict) else {}
+    return data if isinstance(data, dict) and isinstance(data.get("exercises", {}), dict) else {}
+
+
+def load(path: Path | None = None) -> dict:
+    """{exercise key: {"last": verdict, "solved": bool, "attempts": n, "when": unix time}}; {} if none or unreadable."""
+    return read(path).get("exercises", {})
+
+
+def _clean_name(name) -> str | None:
+    """A learner's name as kept: one line of at most 80 characters, or None for no name."""
+    if not isinstance(name, str):
+        return None
+    name = " ".join(name.split())[:80]
+    return name or None
+
+
+def learner(path: Path | None = None) -> str | None:
+    """Whose progress this is: ``HAAW_LEARNER`` where set, else the name kept in the file, else None."""
+    return _clean_name(os.environ.get("HAAW_LEARNER")) or _clean_name(read(path).get("learner"))
 
 
 def record(key: str, status: str) -> None:
     """Write down one verdict. Never raises: a read-only folder must not break an exercise."""
+    global _asked
     path = where()
     if path is None:
         return
     try:
-        exercises = load(path)
+        kept = read(path)
+        exercises = kept.get("exercises", {})
         entry = exercises.get(key, {"solved": False, "attempts": 0})
         entry.update(last=status, solved=bool(entry.get("solved")) or status == "correct",
                      attempts=int(entry.get("attempts", 0)) + 1, when=round(time.time()))
         exercises[key] = entry
-        _write(path, exercises)
-    except (OSError, ValueError, TypeError):
+        name = learner(path)
+        if name is None and "learner" not in kept and not _asked:
+            print(ASK_NAME)  # once: the file then says "learner": null, which means "asked"
+            _asked = True
+        _write(path, exercises, name)
+    except (OSError, ValueError, TypeError, AttributeError):
         pass
 
 
-def _write(path: Path, exercises: dict) -> None:
-    text = json.dumps({"course": "haaw", "exercises": dict(sorted(exercises.items()))}, indent=1)
+def _write(path: Path, exercises: dict, name: str | None) -> None:
+    text = json.dumps({"course": "haaw", "learner": name, "exercises": dict(sorted(exercises.items()))}, indent=1)
     # written whole, then renamed over the old file: a kernel stopped halfway leaves the old file intact
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".haaw-progress-", suffix=".tmp")
     with os.fdopen(handle, "w") as out:
@@ -86,7 +117,7 @@ def keep_source(key: str, fn) -> None:
         exercises = load(path)
         exercises.setdefault(key, {"solved": True, "attempts": 1, "last": "correct"})
         exercises[key].update(source=source, name=fn.__name__)
-        _write(path, exercises)
+        _write(path, exercises, learner(path))
     except (OSError, ValueError, TypeError, AttributeError):
         pass
 
@@ -94,13 +125,14 @@ def keep_source(key: str, fn) -> None:
 class Progress:
     """What ``progress()`` returns: a table, printed as text (and as HTML in JupyterLab)."""
 
-    def __init__(self, rows: list, path: Path | None):
-        self.rows, self.path = rows, path  # rows: (notebook, solved keys, tried keys, untouched keys)
+    def __init__(self, rows: list, path: Path | None, name: str | None = None):
+        self.rows, self.path, self.name = rows, path, name  # rows: (notebook, solved keys, tried keys, untouched keys)
 
     def __repr__(self) -> str:
         if self.path is None:
             return "Progress is not being kept (HAAW_PROGRESS=off)."
-        lines = [f"Your progress, from {self.path}:",
+        whose = f"{self.name}'s progress" if self.name else 'Your progress (no name yet: progress(name="Your Name"))'
+        lines = [f"{whose}, from {self.path}:",
                  f"{'notebook':<10}{'solved':>8}{'of':>4}   still open"]
         for notebook, solved, tried, untouched in self.rows:
             total = len(solved) + len(tried) + len(untouched)
@@ -111,9 +143,18 @@ class Progress:
         return "\n".join(lines)
 
 
-def progress() -> Progress:
-    """Every notebook's exercises: solved, tried, not yet tried (read from the progress file)."""
+def progress(name: str | None = None) -> Progress:
+    """Every notebook's exercises: solved, tried, not yet tried (read from the progress file).
+
+    ``name``, given once, is kept in the file: it says whose file it is when an instructor collects a class's."""
     path = where()
+    if path is not None and _clean_name(name) is not None:
+        try:
+            _write(path, load(path), _clean_name(name))
+        except (OSError, ValueError, TypeError):
+            print(f"Could not keep the name: {path} cannot be written.")
+    elif name is not None and path is not None:
+        print("A name is a few words of text, e.g. progress(name=\"Ada Lovelace\"); nothing was kept.")
     kept = load(path) if path else {}
     notebooks: dict[str, list] = {}
     for key in REGISTRY:
@@ -124,4 +165,4 @@ def progress() -> Progress:
         tried = [k for k in keys if k in kept and k not in solved]
         untouched = [k for k in keys if k not in kept]
         rows.append((f"{number}", solved, tried, untouched))
-    return Progress(rows, path)
+    return Progress(rows, path, learner(path) if path else None)
