@@ -154,11 +154,7 @@ def says_how_to_see_progress(nb) -> bool:
     return any("import progress" in line and "progress(name=" in line for line in lines)
 
 
-NOT_YET = {"10": "core 10 is being edited on another branch; add the line with the other cores' wording"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason=NOT_YET[p.name[:2]], strict=True))
-                                  if p.name[:2] in NOT_YET else p for p in CORES], ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", CORES, ids=lambda p: p.name[:2])
 def test_a_core_says_how_to_see_your_progress(path):
     assert says_how_to_see_progress(nbformat.read(path, as_version=4)), \
         f"{path.name}: its Checkpoint cell does not say how to see your progress (progress(), progress(name=...))"
