@@ -19,6 +19,7 @@ import haaw
 import haaw.nn.functional as F
 from haaw import Tensor
 from haaw.amp import DynamicLossScaler, MasterWeights
+from haaw.engine.tensor import apply
 from haaw.optim import SGD, Adam
 
 torch = pytest.importorskip("torch")
@@ -252,3 +253,96 @@ def test_index_arrays_and_targets_changed_after_the_forward_pass_change_nothing(
     tloss.backward()
     compare(x.grad, tx.grad, "dL/dx")
     compare(logits.grad, tlogits.grad, "dL/dlogits")
+
+
+# --- Python numbers with 16-bit tensors -----------------------------------------------------------------------
+NUMBER_OPS = {
+    "mul": lambda x, n: x * n, "rmul": lambda x, n: n * x, "add": lambda x, n: x + n, "radd": lambda x, n: n + x,
+    "sub": lambda x, n: x - n, "rsub": lambda x, n: n - x, "div": lambda x, n: x / n, "rdiv": lambda x, n: n / x,
+    "rpow": lambda x, n: abs(n) ** x, "iadd": None, "imul": None, "idiv": None,
+}
+NUMBERS = [1e5, 1e-5, 2**16, 0.25, 3, -7.3, 70000.0, np.float64(1e5), np.float32(3.1e-6), np.int64(-300), 10]
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", sorted(NUMBER_OPS))
+@settings(FEW, max_examples=8)
+@given(number=st.sampled_from(NUMBERS), exponents=st.lists(st.integers(-12, 10), min_size=1, max_size=4),
+       seed=st.integers(0, 2**16))
+def test_python_numbers_with_16_bit_tensors_compute_in_float32_and_round_once(number, exponents, fmt, op, seed):
+    """A number rounded to float16 before it met the tensor: x16 * 1e5 was inf (torch: 100.06), x16 / 1e5 and its
+    gradient 0; bf16 2 ** 10 was 1000. Every value is the exact result rounded once to the tensor's format, and so
+    is every gradient, within two units in the last place of torch's."""
+    rng = np.random.default_rng(seed)
+    data = (rng.uniform(1, 2, len(exponents)) * rng.choice([-1, 1], len(exponents)) * 2.0 ** np.array(exponents))
+    dtype = haaw.engine.dtypes.as_dtype(fmt)
+    low = data.astype(dtype)
+    if op == "rpow":
+        low = np.clip(low.astype(np.float64), -12, 12).astype(dtype)  # a power that stays in float32's range
+    tdtype = getattr(torch, fmt)
+    ulp = 2.0 ** (-10 if fmt == "float16" else -7)
+    if op.startswith("i"):
+        change = {"iadd": lambda t: t.__iadd__(number), "imul": lambda t: t.__imul__(number),
+                  "idiv": lambda t: t.__itruediv__(number)}[op]
+        ours, theirs = Tensor(low.copy()), torch.tensor(low.astype(np.float32)).to(tdtype)
+        with np.errstate(over="ignore"):  # inf where the format ends, as torch: NumPy also warns
+            change(ours)
+        change(theirs)
+        with np.errstate(over="ignore"):
+            exact = {"iadd": np.add, "imul": np.multiply, "idiv": np.divide}[op](
+                low.astype(np.float64), float(number)).astype(np.float32).astype(dtype)
+        np.testing.assert_array_equal(ours.data, exact, err_msg=f"{op} {number}: not rounded once")
+        if op != "iadd":  # torch's CPU kernel rounds the number to the format first in x += n
+            np.testing.assert_array_equal(ours.data.astype(np.float32), theirs.float().numpy(), err_msg=f"{op} {number}")
+        return
+    x = Tensor(low.copy(), requires_grad=True)
+    tx = torch.tensor(low.astype(np.float32)).to(tdtype).requires_grad_()
+    with np.errstate(over="ignore"):
+        out, tout = NUMBER_OPS[op](x, number), NUMBER_OPS[op](tx, number)
+    assert out.dtype == dtype, f"{op} {number}: {out.dtype}"
+    with np.errstate(over="ignore", divide="ignore"):
+        exact = NUMBER_OPS[op](low.astype(np.float64), float(number)).astype(np.float32).astype(dtype)
+    np.testing.assert_array_equal(out.data, exact, err_msg=f"{op} with {number!r}: not rounded once")
+    # torch's CPU kernels round twice in x ± n and n ** x (n to the format first: x16 + 70000 is inf, and so is
+    # 1e5 ** x16) and in n / x (1 / x first); where n is beyond the format, haaw's answer is the exact one, not torch's
+    twice = op in ("add", "radd", "sub", "rsub", "rdiv", "rpow")
+    with np.errstate(over="ignore"):
+        if op != "rdiv" and twice and not np.isfinite(np.float32(number).astype(dtype)):
+            return
+    close_to_torch(out.data, tout, ulp, twice, f"{op} with {number!r}")
+    g = rng.standard_normal(len(exponents)).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out.backward(g)
+    tout.backward(torch.tensor(g.astype(np.float32)).to(tdtype))
+    assert x.grad.dtype == dtype
+    if op == "rdiv":  # torch rounds -g · n / x² three times, with subnormal steps: the exact gradient is the oracle
+        x64 = low.astype(np.float64)
+        exact_grad = (-g.astype(np.float64) * float(number) / (x64 * x64)).astype(np.float32)
+        with np.errstate(over="ignore"):
+            np.testing.assert_allclose(x.grad.astype(np.float32), exact_grad.astype(dtype).astype(np.float32),
+                                       rtol=ulp, atol=2.0 ** -23, err_msg=f"gradient of rdiv with {number!r}")
+        return
+    close_to_torch(x.grad, tx.grad, ulp, twice, f"gradient of {op} with {number!r}")
+
+
+def close_to_torch(ours, theirs, ulp, rounded_twice, what):
+    """Within two units in the last place (and two of the smallest subnormals) of torch's; where torch rounded
+    twice, four, and only where its result is finite."""
+    ours, theirs = ours.astype(np.float32), theirs.detach().float().numpy()
+    keep = np.isfinite(theirs) | (not rounded_twice)
+    np.testing.assert_allclose(ours[keep], theirs[keep], rtol=(4 if rounded_twice else 2) * ulp, atol=2.0 ** (-23 if ulp < 2**-8 else -132),
+                               err_msg=what)
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+def test_a_16_bit_softmax_over_a_row_past_65504_entries_is_not_all_zeros(fmt):
+    """The float32 total was rounded to float16 first: inf, and every weight 0."""
+    dtype = haaw.engine.dtypes.as_dtype(fmt)
+    data = np.random.default_rng(0).standard_normal((2, 70_000)).astype(dtype)
+    ours = Tensor(data).softmax(dim=-1)
+    theirs = torch.tensor(data.astype(np.float32)).to(getattr(torch, fmt)).softmax(dim=-1)
+    assert ours.dtype == dtype
+    np.testing.assert_allclose(ours.data.astype(np.float32), theirs.float().numpy(), rtol=2 ** -7, atol=0)
+    mask = np.ones((2, 70_000), dtype=bool)
+    masked = apply("masked_softmax", Tensor(data), mask=mask)
+    np.testing.assert_allclose(masked.data.astype(np.float32), ours.data.astype(np.float32), rtol=2 ** -6, atol=2**-23)

@@ -400,9 +400,10 @@ def _top(a, dim):
 
 
 def softmax(ctx, a, dim=-1):
-    shifted = np.exp(a - _top(a, dim))  # the same result, and no overflow
-    ctx.out, ctx.dim = shifted / _sum(shifted, axis=dim, keepdims=True), dim
-    return ctx.out
+    wide = a if _wide(a.dtype) is None else a.astype(np.float32)  # 16 bits: in float32, rounded once at the end
+    shifted = np.exp(wide - _top(wide, dim))  # the same result, and no overflow
+    ctx.out, ctx.dim = (shifted / shifted.sum(axis=dim, keepdims=True)).astype(a.dtype, copy=False), dim
+    return ctx.out  # (a float16 total of more than 65,504 entries would be inf, and every weight 0)
 
 
 defvjp(softmax, _softmax_vjp)
@@ -417,7 +418,7 @@ def masked_softmax(ctx, a, mask, dim=-1):
     top = np.max(np.where(mask, a, -np.inf), axis=dim, keepdims=True)
     top = np.where(np.isfinite(top), top, 0)
     weights = np.where(mask, np.exp(np.where(mask, a, 0) - top), 0).astype(a.dtype, copy=False)
-    total = _sum(weights, axis=dim, keepdims=True)
+    total = weights.sum(axis=dim, keepdims=True, dtype=_wide(a.dtype))  # unrounded, as in softmax
     ctx.out, ctx.dim = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0), dim
     return ctx.out
 

@@ -19,10 +19,11 @@ from .ops import OPS, Context
 _FLOAT_RESULT = ("exp", "log", "tanh", "sigmoid", "softmax", "log_softmax")  # on integers: computed in float64
 
 
-def apply(op, *inputs: "Tensor", **params) -> "Tensor":
+def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
     """Run an operation forward and, if any input requires a gradient, record it for backward.
 
-    ``op`` is a name from the table in ``ops.py``, or an ``Op`` itself (a custom operation).
+    ``op`` is a name from the table in ``ops.py``, or an ``Op`` itself (a custom operation). ``round_to``, a
+    dtype, is the format the result is rounded to once computed (a 16-bit tensor met a number: ``_number_op``).
     """
     if isinstance(op, str):
         op = OPS[op]
@@ -46,6 +47,8 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
                                  f"(input shapes {[a.shape for a in arrays]})")
     if type(out) is not np.ndarray:  # NumPy reductions return scalars; a Tensor always holds an array
         out = np.asarray(out)
+    if round_to is not None and out.dtype != round_to:
+        out = out.astype(round_to)  # past the format's range: inf, and NumPy's overflow warning, as x16 * x16 gives
     result = wrap(out)
     if op.view and np.may_share_memory(out, arrays[0]):
         result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
@@ -66,7 +69,8 @@ def _lift(x, like: "Tensor") -> "Tensor":
 
     A Python or NumPy scalar takes ``like``'s dtype when it is of the same kind (2.0 * a float32
     tensor stays float32), and is never cut down to it: a float with an integer tensor gives
-    float64 (``Tensor([1, 2]) * 0.5`` is ``[0.5, 1.0]``, not ``[0, 0]``).
+    float64 (``Tensor([1, 2]) * 0.5`` is ``[0.5, 1.0]``, not ``[0, 0]``). With a 16- or 8-bit float
+    tensor it is kept in float32, unrounded: 1e5 is inf in float16 (``_number_op`` rounds the result).
     """
     if isinstance(x, Tensor):
         return x
@@ -75,10 +79,28 @@ def _lift(x, like: "Tensor") -> "Tensor":
             return wrap(np.asarray(x, dtype=np.float64))
         if like.dtype == np.bool_:  # True + 1 is 2, as in PyTorch and NumPy
             return wrap(np.asarray(x, dtype=np.int64))
+        if _narrow_float(like.dtype):
+            return wrap(np.asarray(x, dtype=np.float32))
         return wrap(np.asarray(x, dtype=like.dtype))
     if isinstance(x, np.ndarray):
         return Tensor(x)
     raise TypeError(f"cannot combine a Tensor with {type(x).__name__} {x!r:.40}")
+
+
+def _narrow_float(dtype) -> bool:
+    """float16, bfloat16 and the 8-bit floats: formats that compute in float32 and round the result."""
+    return dtype.itemsize < 4 and dtypes.is_float(dtype)
+
+
+def _number_op(name: str, a, b) -> "Tensor":
+    """``a <op> b``, one of them a Tensor, the other perhaps a number. A number with a 16- or 8-bit tensor is
+    used unrounded, in float32, and the result is rounded once to the tensor's format, as PyTorch computes it:
+    ``x16 * 1e5`` is 100.06 for x = 1e-3, not inf (1e5 rounded to float16 first). The gradient is computed in
+    float32 too, and rounded once to the tensor's format when it reaches it."""
+    t = a if isinstance(a, Tensor) else b
+    number = b if a is t else a
+    wide = _narrow_float(t.dtype) and isinstance(number, (Number, np.generic))
+    return apply(name, _lift(a, t), _lift(b, t), round_to=t.dtype if wide else None)
 
 
 def wrap(array: np.ndarray) -> "Tensor":
@@ -91,7 +113,7 @@ def wrap(array: np.ndarray) -> "Tensor":
 
 _UFUNCS = {"add": "__add__", "subtract": "__sub__", "multiply": "__mul__", "divide": "__truediv__",
            "true_divide": "__truediv__",
-           "matmul": "__matmul__", "negative": "__neg__", "exp": "exp", "log": "log", "tanh": "tanh"}
+           "matmul": "__matmul__", "power": "__pow__", "negative": "__neg__", "exp": "exp", "log": "log", "tanh": "tanh"}
 
 
 class Tensor:
@@ -237,28 +259,28 @@ class Tensor:
         return getattr(first, name)(*rest)
 
     def __add__(self, other):
-        return apply("add", self, _lift(other, self))
+        return _number_op("add", self, other)
 
     def __radd__(self, other):
-        return apply("add", _lift(other, self), self)
+        return _number_op("add", other, self)
 
     def __sub__(self, other):
-        return apply("sub", self, _lift(other, self))
+        return _number_op("sub", self, other)
 
     def __rsub__(self, other):
-        return apply("sub", _lift(other, self), self)
+        return _number_op("sub", other, self)
 
     def __mul__(self, other):
-        return apply("mul", self, _lift(other, self))
+        return _number_op("mul", self, other)
 
     def __rmul__(self, other):
-        return apply("mul", _lift(other, self), self)
+        return _number_op("mul", other, self)
 
     def __truediv__(self, other):
-        return apply("div", self, _lift(other, self))
+        return _number_op("div", self, other)
 
     def __rtruediv__(self, other):
-        return apply("div", _lift(other, self), self)
+        return _number_op("div", other, self)
 
     def __pow__(self, exponent):
         if not isinstance(exponent, (Number, np.generic)) or isinstance(exponent, (bool, complex)):
@@ -273,6 +295,8 @@ class Tensor:
             raise TypeError(f"number ** Tensor: haaw takes a positive number as the base, got {base!r}")
         if not dtypes.is_float(self.dtype):
             return wrap(np.power(base, self.data))  # integers: no gradient, the exact powers
+        if _narrow_float(self.dtype):  # in float32, rounded once: bfloat16's own exp(10 · ln 2) is 1000, not 1024
+            return (self.to(np.float32) * math.log(base)).exp().to(self.dtype)
         return (self * math.log(base)).exp()
 
     def __neg__(self):
@@ -295,6 +319,8 @@ class Tensor:
             raise RuntimeError(f"{name}: the value written requires a gradient, and haaw does not record in-place "
                                f"writes, so its gradient would be lost. Write {instead} instead (or write "
                                "value.detach() if no gradient should flow).")
+        if isinstance(value, (float, np.floating, int, np.integer)) and _narrow_float(self.dtype):
+            value = np.float32(value)  # x16 *= 1e5: computed in float32 and rounded once, as x16 * 1e5 is
         change(self.data, value.data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return self
