@@ -346,3 +346,61 @@ def test_a_16_bit_softmax_over_a_row_past_65504_entries_is_not_all_zeros(fmt):
     mask = np.ones((2, 70_000), dtype=bool)
     masked = apply("masked_softmax", Tensor(data), mask=mask)
     np.testing.assert_allclose(masked.data.astype(np.float32), ours.data.astype(np.float32), rtol=2 ** -6, atol=2**-23)
+
+
+# --- integer and bool tensors: every operator, in place too -------------------------------------------------------
+def _in_place(op, n):
+    def change(t):
+        getattr(t, op)(n)
+        return t
+    return change
+
+
+INTEGER_OPS = {
+    "mul_1000": lambda t: t * 1000, "add_300": lambda t: 300 + t, "sub_7": lambda t: t - 7, "half": lambda t: t * 0.5,
+    "two_to": lambda t: 2 ** t, "matmul": lambda t: t.reshape(1, -1) @ t.reshape(-1, 1),
+    "iadd_half": _in_place("__iadd__", 0.5), "imul_half": _in_place("__imul__", 0.5),
+    "isub_half": _in_place("__isub__", 0.5), "idiv_2": _in_place("__itruediv__", 2),
+    "iadd_1": _in_place("__iadd__", 1), "imul_3": _in_place("__imul__", 3),
+}
+
+
+@pytest.mark.parametrize("kind", ["int8", "int16", "uint8", "int32", "int64", "bool"])
+@pytest.mark.parametrize("op", sorted(INTEGER_OPS))
+@settings(FEW, max_examples=6)
+@given(values=st.lists(st.integers(-4000, 4000), min_size=1, max_size=8))
+def test_integer_tensors_give_pytorch_s_numbers_or_its_refusal(values, kind, op):
+    """int_t += 0.5 truncated silently, int16 @ int16 went through float32 (off by one past 2^24), 2 ** [-1, 2] and
+    int8 * 1000 raised NumPy's errors: each must be torch's answer, bit for bit, or a RuntimeError where torch
+    raises one."""
+    data = np.array(values)
+    if op == "two_to":
+        data = data % 9 - 2  # powers of two from 2^-2 to 2^6
+    data = data.astype(np.int64).astype(kind)  # wrapped round, as torch.tensor(...).to(int8) does
+    do = INTEGER_OPS[op]
+    try:
+        theirs = do(torch.tensor(data))
+    except RuntimeError as refusal:
+        if "not implemented" in str(refusal):  # torch has no kernel for it (bool matmul): nothing to compare
+            return
+        with pytest.raises(RuntimeError):
+            do(Tensor(data))
+        return
+    ours = do(Tensor(data))
+    if theirs.dtype.is_floating_point:  # haaw's floats are float64 where torch's are float32 (docs/pytorch.md)
+        assert ours.data.dtype.kind == "f", f"{op}: {ours.dtype} against torch's {theirs.dtype}"
+    else:
+        assert str(ours.dtype) == str(theirs.dtype)[6:], f"{op}: {ours.dtype} against torch's {theirs.dtype}"
+    np.testing.assert_allclose(ours.data.astype(np.float64), theirs.numpy().astype(np.float64), rtol=1e-7, atol=0,
+                               err_msg=op)
+
+
+def test_a_cast_to_integers_of_a_tensor_that_requires_grad_is_outside_the_graph():
+    """x.to(np.int64) recorded the cast, and backward sent a straight-through gradient; torch: no gradient."""
+    x, tx = Tensor([1.5, -2.5], requires_grad=True), torch.tensor([1.5, -2.5], requires_grad=True)
+    for dtype, tdtype in ((np.int64, torch.int64), (np.int8, torch.int8), (np.bool_, torch.bool)):
+        ours, theirs = x.to(dtype), tx.to(tdtype)
+        assert ours.requires_grad is theirs.requires_grad is False
+        np.testing.assert_array_equal(ours.data, theirs.numpy())
+    with pytest.raises(RuntimeError):
+        (x.to(np.int64) * 2).sum().backward()

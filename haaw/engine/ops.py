@@ -125,10 +125,12 @@ def _sum(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
 
 def _mm(a, b):
     """a @ b. 16- and 8-bit formats multiply in float32 and round the result back, as
-    accelerators do (and NumPy has no fast float16 matmul of its own)."""
+    accelerators do (and NumPy has no fast float16 matmul of its own); 8- and 16-bit integers in int64."""
     kind = np.result_type(a, b)
     if kind.itemsize >= 4:
         return a @ b
+    if kind.kind in "biu":  # integers exactly, in int64 (float32 is off by one past 2^24), then wrapped round as PyTorch
+        return (a.astype(np.int64) @ b.astype(np.int64)).astype(kind)
     return (a.astype(np.float32) @ b.astype(np.float32)).astype(kind)
 
 

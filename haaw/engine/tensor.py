@@ -79,6 +79,8 @@ def _lift(x, like: "Tensor") -> "Tensor":
             return wrap(np.asarray(x, dtype=np.float64))
         if like.dtype == np.bool_:  # True + 1 is 2, as in PyTorch and NumPy
             return wrap(np.asarray(x, dtype=np.int64))
+        if like.dtype.kind in "iu":  # int8 * 1000: 1000 wraps round to int8's -24, as PyTorch computes it in int8
+            return wrap(np.asarray(x, dtype=np.int64).astype(like.dtype))
         if _narrow_float(like.dtype):
             return wrap(np.asarray(x, dtype=np.float32))
         return wrap(np.asarray(x, dtype=like.dtype))
@@ -99,6 +101,9 @@ def _number_op(name: str, a, b) -> "Tensor":
     float32 too, and rounded once to the tensor's format when it reaches it."""
     t = a if isinstance(a, Tensor) else b
     number = b if a is t else a
+    if name == "sub" and np.bool_ in (np.asarray(getattr(a, "data", a)).dtype, np.asarray(getattr(b, "data", b)).dtype):
+        raise RuntimeError("subtraction with a bool tensor: PyTorch refuses it too. "
+                           "Convert it to numbers first: mask.to(np.int64) - 1")
     wide = _narrow_float(t.dtype) and isinstance(number, (Number, np.generic))
     return apply(name, _lift(a, t), _lift(b, t), round_to=t.dtype if wide else None)
 
@@ -293,8 +298,11 @@ class Tensor:
         """``base ** x`` for a positive number ``base``: exp(x · ln base), so the gradient is base^x · ln base."""
         if not isinstance(base, (Number, np.generic)) or isinstance(base, (bool, complex)) or not base > 0:
             raise TypeError(f"number ** Tensor: haaw takes a positive number as the base, got {base!r}")
-        if not dtypes.is_float(self.dtype):
-            return wrap(np.power(base, self.data))  # integers: no gradient, the exact powers
+        if not dtypes.is_float(self.dtype):  # integers: no gradient, the exact powers
+            if isinstance(base, (int, np.integer)):  # 2 ** -1 is 0 in integers, as PyTorch truncates it (1 ** -1 is 1)
+                powers = np.power(base, np.maximum(self.data, 0))
+                return wrap(np.where(self.data < 0, powers.dtype.type(base == 1), powers))
+            return wrap(np.power(base, self.data))
         if _narrow_float(self.dtype):  # in float32, rounded once: bfloat16's own exp(10 · ln 2) is 1000, not 1024
             return (self.to(np.float32) * math.log(base)).exp().to(self.dtype)
         return (self * math.log(base)).exp()
@@ -319,13 +327,14 @@ class Tensor:
             raise RuntimeError(f"{name}: the value written requires a gradient, and haaw does not record in-place "
                                f"writes, so its gradient would be lost. Write {instead} instead (or write "
                                "value.detach() if no gradient should flow).")
+        _castable(name, instead, self.dtype, value)
         if isinstance(value, (float, np.floating, int, np.integer)) and _narrow_float(self.dtype):
             value = np.float32(value)  # x16 *= 1e5: computed in float32 and rounded once, as x16 * 1e5 is
         change(self.data, value.data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return self
 
-    def __iadd__(self, other):
+    def __iadd__(self, other):  # (x[...] = value: NumPy's assignment casts, as PyTorch's does)
         return self._in_place("x += ...", "y = x + ...", other, lambda d, v: np.add(d, v, out=d, casting="unsafe"))
 
     def __isub__(self, other):
@@ -419,9 +428,14 @@ class Tensor:
     # --- changing the number format ----------------------------------------------------------------
     def to(self, dtype):
         """The same numbers in another format (``np.float16``, ``"bfloat16"``, ...); the gradient flows back
-        converted to this tensor's format, as with PyTorch's ``.to(dtype)``."""
+        converted to this tensor's format, as with PyTorch's ``.to(dtype)``. An integer or bool result is not in
+        the graph: it has no gradient, as in PyTorch."""
         dtype = dtypes.as_dtype(dtype)
-        return self if dtype == self.dtype else apply("cast", self, dtype=dtype)
+        if dtype == self.dtype:
+            return self
+        if not dtypes.is_float(dtype):
+            return wrap(self.data.astype(dtype))
+        return apply("cast", self, dtype=dtype)
 
     def float(self):
         return self.to(np.float32)
@@ -497,6 +511,22 @@ class Tensor:
                           ", requires_grad=True" if self.requires_grad else "",
                           f", label={self.label!r}" if self.label else ""])
         return f"Tensor({body}{extras})"
+
+
+def _castable(name: str, instead: str, dtype, value) -> None:
+    """Refuse ``int_t += 0.5``, ``int_t /= 2`` or ``bool_t += 1``, as PyTorch does: the result is of a wider kind
+    than the tensor it must be written back into, and NumPy's unsafe cast would cut it silently."""
+    if name == "x[...] = ...":
+        return
+    v = value.data if isinstance(value, Tensor) else np.asarray(value)
+    kind = "f" if dtypes.is_float(v.dtype) or name == "x /= ..." else v.dtype.kind
+    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
+    mine = "f" if dtypes.is_float(dtype) else dtype.kind
+    if rank.get(kind, 3) > rank[mine]:
+        wanted = "floats" if kind == "f" else "integers"
+        raise RuntimeError(f"{name}: the result is {wanted}, which cannot be written back into this {dtype} tensor "
+                           f"without cutting it (PyTorch refuses it too). Write {instead} instead: a new tensor, "
+                           f"of the result's type.")
 
 
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
