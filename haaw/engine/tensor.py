@@ -118,7 +118,11 @@ def wrap(array: np.ndarray) -> "Tensor":
 
 _UFUNCS = {"add": "__add__", "subtract": "__sub__", "multiply": "__mul__", "divide": "__truediv__",
            "true_divide": "__truediv__",
-           "matmul": "__matmul__", "power": "__pow__", "negative": "__neg__", "exp": "exp", "log": "log", "tanh": "tanh"}
+           "matmul": "__matmul__", "power": "__pow__", "negative": "__neg__", "exp": "exp", "log": "log", "tanh": "tanh",
+           "equal": "__eq__", "not_equal": "__ne__", "less": "__lt__", "less_equal": "__le__",
+           "greater": "__gt__", "greater_equal": "__ge__"}
+_MIRRORED = {"__eq__": "__eq__", "__ne__": "__ne__", "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__",
+             "__ge__": "__le__"}  # n < x is x > n
 
 
 class Tensor:
@@ -173,9 +177,9 @@ class Tensor:
             grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
         else:
             grads = _all_grads(op, ctx, upstream)
-        for parent, g in zip(self._parents, grads):
+        for i, (parent, g) in enumerate(zip(self._parents, grads)):  # by position: == between tensors is elementwise
             if g is not None and g.shape != parent.data.shape:
-                checks.wrong_shape(op, self._parents.index(parent), g, parent)
+                checks.wrong_shape(op, i, g, parent)
         if anomaly_detection() and not checks.non_finite(upstream) and any(g is not None and checks.non_finite(g) for g in grads):
             raise FloatingPointError(f"anomaly: the backward of '{op.name}' produced nan or inf "
                                      f"from a finite upstream gradient")
@@ -260,7 +264,7 @@ class Tensor:
                             f"operations, or pass t.detach().numpy() for a plain array.")
         first, *rest = inputs
         if not isinstance(first, Tensor):  # NumPy on the left: the Tensor's reflected operation
-            return getattr(self, "__r" + name[2:])(first)
+            return getattr(self, _MIRRORED.get(name) or "__r" + name[2:])(first)
         return getattr(first, name)(*rest)
 
     def __add__(self, other):
@@ -485,6 +489,40 @@ class Tensor:
         """``element in x``: is it equal to any entry (PyTorch's answer), not is it one of the rows by identity."""
         other = element.data if isinstance(element, Tensor) else element
         return bool(np.any(self.data == other))
+
+    # --- comparisons: elementwise, as in PyTorch, giving a bool tensor outside the graph --------------------
+    __hash__ = object.__hash__  # by identity, as PyTorch's: sets and dicts of tensors keep working
+
+    def _compare(self, other, ufunc):
+        if isinstance(other, Tensor):
+            other = other.data
+        elif not isinstance(other, (Number, np.generic, np.ndarray)):
+            return NotImplemented  # x == "a" is False, by Python's own rule
+        return wrap(ufunc(self.data, other))
+
+    def __eq__(self, other):
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other):
+        return self._compare(other, np.not_equal)
+
+    def __lt__(self, other):
+        return self._compare(other, np.less)
+
+    def __le__(self, other):
+        return self._compare(other, np.less_equal)
+
+    def __gt__(self, other):
+        return self._compare(other, np.greater)
+
+    def __ge__(self, other):
+        return self._compare(other, np.greater_equal)
+
+    def any(self) -> "Tensor":
+        return wrap(np.asarray(self.data.any()))
+
+    def all(self) -> "Tensor":
+        return wrap(np.asarray(self.data.all()))
 
     def __bool__(self) -> bool:
         if self.data.size != 1:
