@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Tensor
+from ..engine.function import random_source
 from .functional import gelu, layer_norm, linear, scaled_dot_product_attention
 
 _generator = np.random.default_rng()  # haaw's one generator, process-wide as PyTorch's default generator is
@@ -19,6 +20,13 @@ def manual_seed(seed: int) -> None:
     """Make every layer created afterwards start from reproducible weights (``torch.manual_seed``)."""
     global _generator
     _generator = np.random.default_rng(seed)
+
+
+def _set_state(state) -> None:
+    _generator.bit_generator.state = state
+
+
+random_source(lambda: _generator.bit_generator.state, _set_state)  # a checkpoint's recompute replays it
 
 
 def _rng(seed):
