@@ -404,3 +404,74 @@ def test_a_cast_to_integers_of_a_tensor_that_requires_grad_is_outside_the_graph(
         np.testing.assert_array_equal(ours.data, theirs.numpy())
     with pytest.raises(RuntimeError):
         (x.to(np.int64) * 2).sum().backward()
+
+
+# --- aliasing: index tensors, Functions and checkpoints ---------------------------------------------------------
+@FEW
+@given(picks=st.lists(st.integers(0, 3), min_size=1, max_size=5), column=st.integers(0, 2),
+       in_tuple=st.booleans(), seed=st.integers(0, 2**16))
+def test_an_index_tensor_edited_after_the_forward_pass_changes_no_gradient(picks, column, in_tuple, seed):
+    """x[idx, 0] with idx a Tensor kept idx itself: edited before backward, the gradient went to other rows."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((4, 3))
+    x, tx = Tensor(data.copy(), requires_grad=True), as_torch(data)
+    idx, tidx = Tensor(np.array(picks)), torch.tensor(picks)
+    out = x[idx, column] if in_tuple else x[idx]
+    tout = tx[tidx, column] if in_tuple else tx[tidx]
+    with haaw.no_grad():
+        idx += 1  # reused for something else; torch copies the index too
+    weights = rng.standard_normal(tuple(out.shape))
+    (out * weights).sum().backward()
+    (tout * torch.tensor(weights)).sum().backward()
+    compare(x.grad, tx.grad, f"dL/dx for picks {picks}")
+
+
+@FEW
+@given(how=st.sampled_from(["function_returns_input", "function_returns_view", "checkpoint_returns_input",
+                            "checkpoint_returns_view"]), seed=st.integers(0, 2**16))
+def test_an_operation_that_returns_its_input_shares_its_version_counter(how, seed):
+    """Forward returned its input (or a view): the output shared the memory but not the version counter, so
+    editing the output changed the input, and backward used the edited values. torch refuses; so must haaw."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((2, 3))
+
+    class Same(haaw.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a if how == "function_returns_input" else a[0]
+
+        @staticmethod
+        def backward(ctx, g):
+            return g if how == "function_returns_input" else np.concatenate([g[None], np.zeros((1, 3))])
+
+    class TSame(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a if how == "function_returns_input" else a[0]
+
+        @staticmethod
+        def backward(ctx, g):
+            return g if how == "function_returns_input" else torch.cat([g[None], torch.zeros(1, 3, dtype=g.dtype)])
+
+    def build(lib_tensor, lib):
+        x = lib_tensor(data)
+        h = x * 2.0
+        if how.startswith("function"):
+            o = (Same if lib is haaw else TSame).apply(h)
+        else:
+            f = (lambda t: t) if how.endswith("input") else (lambda t: t[0])
+            o = haaw.checkpoint(f, h) if lib is haaw else \
+                torch.utils.checkpoint.checkpoint(f, h, use_reentrant=False)
+        loss = (h * h).sum() + o.sum()
+        with lib.no_grad():
+            o += 1.0  # writes through to h: h * h's saved input is no longer what it was
+        loss.backward()
+        return x.grad
+
+    try:
+        program_torch = build(as_torch, torch)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            build(lambda d: Tensor(d.copy(), requires_grad=True), haaw)
+        return
+    compare(build(lambda d: Tensor(d.copy(), requires_grad=True), haaw), program_torch, how)

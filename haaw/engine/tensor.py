@@ -52,6 +52,11 @@ def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
     result = wrap(out)
     if op.view and np.may_share_memory(out, arrays[0]):
         result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
+    elif OPS.get(op.name) is not op:  # a custom operation (a Function, checkpoint) may return its input or a view
+        for t, a in zip(inputs, arrays):
+            if np.may_share_memory(out, a):
+                result._vc = t._vc
+                break
     recorded = grad_enabled() and (True in needs or op.always_record)
     if recorded:
         result.requires_grad = True
@@ -423,6 +428,8 @@ class Tensor:
     def __getitem__(self, index):
         if isinstance(index, Tensor):
             index = index.data
+        elif isinstance(index, tuple):  # x[idx, 0]: the getitem operation copies idx's array, as it copies arrays
+            index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
         try:
             self.data[index]
         except IndexError as err:
