@@ -25,14 +25,15 @@ from . import guard, plugins
 class Context:
     """What one recorded operation keeps for its backward pass.
 
-    ``op`` and ``needs_input_grad`` are filled in by the engine; every other attribute was put
-    there by the forward function and is a saved value (``ctx.saved`` lists them by name).
+    ``op``, ``needs_input_grad``, ``versions`` and ``slots`` (the functions in haaw.use's slots when the forward
+    ran, which its backward will call) are filled in by the engine; every other attribute was put there by the
+    forward function and is a saved value (``ctx.saved`` lists them by name).
     """
 
-    __slots__ = ("op", "needs_input_grad", "versions", "__dict__")
+    __slots__ = ("op", "needs_input_grad", "versions", "slots", "__dict__")
 
     def __init__(self, op=None, needs_input_grad=()):
-        self.op, self.needs_input_grad, self.versions = op, needs_input_grad, ()
+        self.op, self.needs_input_grad, self.versions, self.slots = op, needs_input_grad, (), None
 
     @property
     def saved(self) -> dict:
@@ -456,8 +457,8 @@ defvjp(cross_entropy_rows, _cross_entropy_rows_vjp, flops=_reduction)
 
 
 # --- slots where your own code can run instead (haaw.use, notebooks 03 to 05) -----------------
-# An operation with a slot asks for your function when its backward runs (Tensor._vjp); the adapter
-# hands your function what it expects from what the forward pass saved.
+# An operation with a slot calls, when its backward runs (Tensor._vjp), your function if it was in use when its
+# forward ran (ctx.slots); the adapter hands your function what it expects from what the forward pass saved.
 def _last_axis(fn):
     """Your function works on the last axis; the operation may have run along another."""
     return lambda ctx, g: (np.moveaxis(np.asarray(fn(np.moveaxis(ctx.out, ctx.dim, -1), np.moveaxis(g, ctx.dim, -1))),

@@ -62,6 +62,7 @@ def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
         result.requires_grad = True
         result._parents = inputs
         result._ctx = ctx
+        ctx.slots = plugins.snapshot()  # your functions in use now are the ones its backward calls
         ctx.versions = [(t._vc, t._vc[0]) for t in inputs]
         ctx.versions.append((result._vc, result._vc[0]))
     for hook in hooks.on_forward():
@@ -175,13 +176,14 @@ class Tensor:
                 checks.versions_unchanged(self)
                 break
         op = ctx.op
-        yours = plugins.override(op.slot) if op.slot else None  # your backward for it (haaw.use), if in use
-        if yours:
-            grads = _all_grads(op, ctx, upstream, yours)
-        elif op.vjp_all is None:
-            grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
-        else:
-            grads = _all_grads(op, ctx, upstream)
+        with plugins.as_at(ctx.slots):  # the slots as the forward pass found them, unbroadcast's too
+            yours = plugins.override(op.slot) if op.slot else None  # your backward for it (haaw.use), if in use
+            if yours:
+                grads = _all_grads(op, ctx, upstream, yours)
+            elif op.vjp_all is None:
+                grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
+            else:
+                grads = _all_grads(op, ctx, upstream)
         for i, (parent, g) in enumerate(zip(self._parents, grads)):  # by position: == between tensors is elementwise
             if g is not None and g.shape != parent.data.shape:
                 checks.wrong_shape(op, i, g, parent)
