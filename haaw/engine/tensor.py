@@ -390,6 +390,18 @@ class Tensor:
         checks.numpy_extras("max", dtype, out)
         return apply("max", self, dim=checks.dims(self, dim, axis, "max"), keepdim=checks.keep(keepdim, keepdims))
 
+    def var(self, dim=None, keepdim=False, *, correction=1):
+        """The variance: the mean squared distance from the mean, dividing by N − correction (1 by default,
+        as PyTorch's: the unbiased estimate from a sample; correction=0 is NumPy's default)."""
+        dims = checks.dims(self, dim, None, "var")
+        count = math.prod(n for i, n in enumerate(self.shape) if dims is None or i in dims)
+        centred = self - self.mean(dim=dims, keepdim=True)
+        return (centred * centred).sum(dim=dims, keepdim=keepdim) / max(count - correction, 0)
+
+    def std(self, dim=None, keepdim=False, *, correction=1):
+        """The standard deviation: the square root of ``var`` (the same ``correction``)."""
+        return self.var(dim, keepdim, correction=correction) ** 0.5
+
     def softmax(self, dim=-1, *, axis=None):
         return apply("softmax", self, dim=checks.one_dim(self, dim, axis, "softmax"))
 
@@ -616,6 +628,25 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if problem:
         raise TypeError(problem)
     return wrap(array)
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis ``dim`` (PyTorch's ``torch.stack``): each is reshaped to have
+    an axis of 1 there, then they are ``cat``-ed, so each gets back its own slice of the gradient."""
+    if isinstance(tensors, (Tensor, np.ndarray)):
+        raise TypeError("stack: takes a list or tuple of tensors, as in PyTorch; got one tensor (write stack([a, b]))")
+    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("stack: needs at least one tensor")
+    shapes = {t.shape for t in tensors}
+    if len(shapes) != 1:
+        raise ValueError(f"stack: every tensor must have the same shape; got {sorted(shapes)}")
+    (shape,) = shapes
+    if not -len(shape) - 1 <= dim <= len(shape):
+        raise IndexError(f"stack: dim {dim} is out of range for tensors of {len(shape)} dimensions "
+                         f"(from {-len(shape) - 1} to {len(shape)})")
+    d = dim % (len(shape) + 1)
+    return cat([t.reshape(shape[:d] + (1,) + shape[d:]) for t in tensors], dim=d)
 
 
 def cat(tensors, dim: int = 0) -> Tensor:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from haaw.engine import Tensor, cat, from_numpy, no_grad, tensor
+from haaw.engine import Tensor, cat, from_numpy, no_grad, stack, tensor
 from haaw.engine.autograd import topological_order
 from haaw.engine.tensor import apply
 from haaw.tools import gradcheck
@@ -454,3 +454,14 @@ def test_comparisons_are_elementwise_as_in_pytorch_and_hashing_stays_by_identity
     assert {x: 1}[x] == 1 and [x, x].index(x) == 0 and hash(x) == object.__hash__(x)
     with pytest.raises(RuntimeError, match="ambiguous"):
         [Tensor(data), x].index(x)  # list.index asks ==, and so for a tensor of three entries, torch's error too
+
+
+def test_stack_refuses_what_torch_refuses_and_says_why():
+    a, b = Tensor(np.ones((2, 3))), Tensor(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="same shape"):
+        stack([a, b])
+    with pytest.raises(IndexError, match="from -3 to 2"):
+        stack([a, a], dim=3)
+    with pytest.raises(TypeError, match="one tensor"):
+        stack(a)
+    assert stack([a, a], dim=-1).shape == (2, 3, 2) and stack([a, a]).shape == (2, 2, 3)
