@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Tensor
+from ..engine.tensor import changed_in_place
 from ..engine.function import random_source
 from .functional import gelu, layer_norm, linear, scaled_dot_product_attention
 
@@ -67,6 +68,30 @@ class Module:
     def zero_grad(self) -> None:
         for p in self.parameters():
             p.grad = None
+
+    def state_dict(self) -> dict:
+        """Dotted name -> parameter, detached: the same memory, outside the graph, as PyTorch's. Save it with
+        ``np.savez(path, **{k: v.numpy() for k, v in m.state_dict().items()})``."""
+        return {name: p.detach() for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state_dict, strict: bool = True):
+        """Copy each entry of ``state_dict`` (Tensors or arrays) into the parameter of that name, in place, as
+        PyTorch does; ``strict`` refuses a missing or an unexpected name. Returns (missing, unexpected)."""
+        mine = dict(self.named_parameters())
+        missing, unexpected = sorted(set(mine) - set(state_dict)), sorted(set(state_dict) - set(mine))
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"load_state_dict: missing {missing}, unexpected {unexpected} (strict=False loads "
+                               "the names that match)")
+        for name in set(mine) & set(state_dict):
+            p, value = mine[name], state_dict[name]
+            value = np.asarray(value.data if isinstance(value, Tensor) else value)
+            if value.shape != p.shape:
+                raise RuntimeError(f"load_state_dict: {name} has shape {p.shape}, the value {value.shape}"
+                                   + (" (haaw's Linear weight is (in, out): transpose PyTorch's)" if
+                                      value.shape == p.shape[::-1] else ""))
+            p.data[...] = value
+            changed_in_place(p)
+        return missing, unexpected
 
     def requires_grad_(self, requires_grad: bool = True) -> "Module":
         """Train (True) or freeze (False) every parameter of this module; returns the module."""
