@@ -272,6 +272,29 @@ def sigmoid(ctx, a):
 defvjp(sigmoid, lambda ctx, g: g * ctx.out * (1 - ctx.out))
 
 
+def clamp(ctx, a, min=None, max=None):
+    """Every entry moved into [min, max]; one bound may be None. The slope is 1 where the entry was inside,
+    bounds included (PyTorch's choice at the kinks), 0 where it was moved."""
+    ctx.inside = np.ones(a.shape, dtype=bool) if min is None else a >= min
+    if max is not None:
+        ctx.inside &= a <= max
+    return np.clip(a, min, max)
+
+
+defvjp(clamp, lambda ctx, g: g * ctx.inside)
+
+
+def where(ctx, a, b, condition):
+    """``a`` where ``condition`` is True, ``b`` elsewhere (all three broadcast); each gets the gradient of its own
+    entries. The condition is copied: changed in place before backward, it would send the gradient elsewhere."""
+    ctx.condition, ctx.a_shape, ctx.b_shape = np.array(condition, dtype=bool), a.shape, b.shape
+    return np.where(ctx.condition, a, b)
+
+
+defvjp(where, lambda ctx, g: unbroadcast(np.where(ctx.condition, g, 0).astype(g.dtype, copy=False), ctx.a_shape),
+              lambda ctx, g: unbroadcast(np.where(ctx.condition, 0, g).astype(g.dtype, copy=False), ctx.b_shape))
+
+
 # --- reductions over ``dim`` (a tuple of non-negative axes, or None for all) -----------------------
 def _reduce(ctx, a, dim):
     """What every reduction's backward needs: the input's shape, and that shape with the reduced axes as 1."""

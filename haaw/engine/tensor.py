@@ -377,6 +377,12 @@ class Tensor:
     def sigmoid(self):
         return apply("sigmoid", self)
 
+    def clamp(self, min=None, max=None):
+        """Every entry moved into [min, max] (either bound may be left out), as PyTorch's ``clamp``."""
+        if min is None and max is None:
+            raise ValueError("clamp: give min, max or both (as PyTorch asks)")
+        return apply("clamp", self, min=min, max=max)
+
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
         checks.numpy_extras("sum", dtype, out)
         return apply("sum", self, dim=checks.dims(self, dim, axis, "sum"), keepdim=checks.keep(keepdim, keepdims))
@@ -628,6 +634,16 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if problem:
         raise TypeError(problem)
     return wrap(array)
+
+
+def where(condition, input, other) -> Tensor:
+    """``input`` where ``condition`` is True, ``other`` elsewhere, broadcast together (``torch.where``). Either of
+    ``input`` and ``other`` may be a number; the condition gets no gradient."""
+    like = input if isinstance(input, Tensor) else other
+    if not isinstance(like, Tensor):
+        like = Tensor(input)
+    condition = condition.data if isinstance(condition, Tensor) else condition
+    return apply("where", _lift(input, like), _lift(other, like), condition=condition)
 
 
 def stack(tensors, dim: int = 0) -> Tensor:
