@@ -11,27 +11,8 @@ import numpy as np
 
 from ..engine import Tensor
 from ..engine.tensor import changed_in_place
-from ..engine.function import random_source
+from . import generator
 from .functional import gelu, layer_norm, linear, scaled_dot_product_attention
-
-_generator = np.random.default_rng()  # haaw's one generator, process-wide as PyTorch's default generator is
-
-
-def manual_seed(seed: int) -> None:
-    """Make every layer created afterwards start from reproducible weights (``torch.manual_seed``)."""
-    global _generator
-    _generator = np.random.default_rng(seed)
-
-
-def _set_state(state) -> None:
-    _generator.bit_generator.state = state
-
-
-random_source(lambda: _generator.bit_generator.state, _set_state)  # a checkpoint's recompute replays it
-
-
-def _rng(seed):
-    return _generator if seed is None else np.random.default_rng(seed)
 
 
 def _offset(seed, k):
@@ -119,7 +100,7 @@ class Linear(Module):
         for name, n in (("in_features", in_features), ("out_features", out_features)):
             if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
                 raise ValueError(f"Linear: {name} must be a positive whole number, got {n!r}")
-        rng = _rng(seed)
+        rng = generator.rng(seed)
         # PyTorch's default draw: uniform on ±1/√in_features. A uniform draw on (−a, a) has the standard deviation
         # a/√3, so the weights' variance is 1/(3·in_features), a third of the 1/in_features that keeps a linear
         # layer's output at its input's scale: each layer shrinks the signal by about √3 (√6 with a ReLU after
