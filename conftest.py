@@ -133,7 +133,7 @@ def _haaw_state_restored():
     here: they are context variables, which every block that sets one resets. Modules not imported yet are left
     alone, so that a test file that needs only the engine imports only the engine."""
     saved = []
-    for module_name, attribute in (("haaw.nn.modules", "_generator"), ("haaw.course.exercises.code", "_passed"),
+    for module_name, attribute in (("haaw.nn.generator", "_generator"), ("haaw.course.exercises.code", "_passed"),
                                    ("haaw.course.exercises.core", "_hints_shown")):
         module = sys.modules.get(module_name)
         if module is not None:

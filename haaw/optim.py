@@ -102,3 +102,56 @@ class Adam(Optimizer):
 
 plugins.slot("adam", "adam_step(p, g, m, v, t, lr, beta1, beta2, eps) -> (new p, new m, new v), t counting from 1",
              refuses=("optim.Adam.step", "torch.optim"))
+
+
+class AdamW(Adam):
+    """Adam with *decoupled* weight decay (Loshchilov & Hutter, 2019), as ``torch.optim.AdamW``: each step first
+    shrinks every weight by lr · weight_decay of itself, then takes Adam's step on the gradient alone (Adam's own
+    ``weight_decay`` adds the decay to the gradient, where the division by √v weakens it for large gradients).
+
+    ``params`` is a list of tensors or, as in PyTorch, of *parameter groups*: dicts with ``"params"`` and any
+    setting to override for them, e.g. no decay on biases and norms::
+
+        AdamW([{"params": weights}, {"params": biases_and_norms, "weight_decay": 0.0}], lr=3e-4)
+
+    ``param_groups`` holds the groups with every setting filled in; a schedule changes ``group["lr"]``."""
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2):
+        params = list(params) if not hasattr(params, "grad") else params
+        groups = params if params and all(isinstance(g, dict) for g in params) else [{"params": params}]
+        defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
+        self.param_groups = []
+        for group in groups:
+            unknown = sorted(set(group) - set(defaults) - {"params"})
+            if "params" not in group or unknown:
+                raise ValueError(f"AdamW: a parameter group is a dict with 'params' and any of {sorted(defaults)}; "
+                                 f"got the keys {sorted(group)}")
+            filled = {**defaults, **group, "params": list(group["params"])}
+            self._check("AdamW", lr=filled["lr"], beta1=filled["betas"][0], beta2=filled["betas"][1],
+                        eps=filled["eps"], weight_decay=filled["weight_decay"])
+            self.param_groups.append(filled)
+        super().__init__([p for g in self.param_groups for p in g["params"]], lr, betas, eps, 0.0)
+
+    @refusable("optim.Adam.step", "the engine's Adam (haaw.optim.Adam)")
+    def step(self) -> None:
+        yours = plugins.override("adam")
+        i = 0
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                m, v = self.m[i], self.v[i]
+                i += 1
+                if p.grad is None:
+                    continue
+                self.steps[i - 1] += 1
+                t = self.steps[i - 1]
+                start = p.data * (1 - lr * decay) if decay else p.data  # decoupled: the weight shrinks by itself
+                if yours:  # your adam_step, on the gradient alone
+                    new, m[...], v[...] = yours(start.copy(), p.grad, m.copy(), v.copy(), t, lr, beta1, beta2, eps)
+                    self._update(p, new)
+                    continue
+                m *= beta1
+                m += (1 - beta1) * p.grad
+                v *= beta2
+                v += (1 - beta2) * p.grad * p.grad
+                self._update(p, start - lr * (m / (1 - beta1**t)) / (np.sqrt(v / (1 - beta2**t)) + eps))

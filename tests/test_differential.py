@@ -19,6 +19,7 @@ import haaw
 import haaw.nn.functional as F
 from haaw import Tensor
 from haaw.amp import DynamicLossScaler, MasterWeights
+from haaw.engine.tensor import apply
 from haaw.optim import SGD, Adam
 
 torch = pytest.importorskip("torch")
@@ -252,3 +253,225 @@ def test_index_arrays_and_targets_changed_after_the_forward_pass_change_nothing(
     tloss.backward()
     compare(x.grad, tx.grad, "dL/dx")
     compare(logits.grad, tlogits.grad, "dL/dlogits")
+
+
+# --- Python numbers with 16-bit tensors -----------------------------------------------------------------------
+NUMBER_OPS = {
+    "mul": lambda x, n: x * n, "rmul": lambda x, n: n * x, "add": lambda x, n: x + n, "radd": lambda x, n: n + x,
+    "sub": lambda x, n: x - n, "rsub": lambda x, n: n - x, "div": lambda x, n: x / n, "rdiv": lambda x, n: n / x,
+    "rpow": lambda x, n: abs(n) ** x, "iadd": None, "imul": None, "idiv": None,
+}
+NUMBERS = [1e5, 1e-5, 2**16, 0.25, 3, -7.3, 70000.0, np.float64(1e5), np.float32(3.1e-6), np.int64(-300), 10]
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", sorted(NUMBER_OPS))
+@settings(FEW, max_examples=8)
+@given(number=st.sampled_from(NUMBERS), exponents=st.lists(st.integers(-12, 10), min_size=1, max_size=4),
+       seed=st.integers(0, 2**16))
+def test_python_numbers_with_16_bit_tensors_compute_in_float32_and_round_once(number, exponents, fmt, op, seed):
+    """A number rounded to float16 before it met the tensor: x16 * 1e5 was inf (torch: 100.06), x16 / 1e5 and its
+    gradient 0; bf16 2 ** 10 was 1000. Every value is the exact result rounded once to the tensor's format, and so
+    is every gradient, within two units in the last place of torch's."""
+    rng = np.random.default_rng(seed)
+    data = (rng.uniform(1, 2, len(exponents)) * rng.choice([-1, 1], len(exponents)) * 2.0 ** np.array(exponents))
+    dtype = haaw.engine.dtypes.as_dtype(fmt)
+    low = data.astype(dtype)
+    if op == "rpow":
+        low = np.clip(low.astype(np.float64), -12, 12).astype(dtype)  # a power that stays in float32's range
+    tdtype = getattr(torch, fmt)
+    ulp = 2.0 ** (-10 if fmt == "float16" else -7)
+    if op.startswith("i"):
+        change = {"iadd": lambda t: t.__iadd__(number), "imul": lambda t: t.__imul__(number),
+                  "idiv": lambda t: t.__itruediv__(number)}[op]
+        ours, theirs = Tensor(low.copy()), torch.tensor(low.astype(np.float32)).to(tdtype)
+        with np.errstate(over="ignore"):  # inf where the format ends, as torch: NumPy also warns
+            change(ours)
+        change(theirs)
+        with np.errstate(over="ignore"):
+            exact = {"iadd": np.add, "imul": np.multiply, "idiv": np.divide}[op](
+                low.astype(np.float64), float(number)).astype(np.float32).astype(dtype)
+        np.testing.assert_array_equal(ours.data, exact, err_msg=f"{op} {number}: not rounded once")
+        if op != "iadd":  # torch's CPU kernel rounds the number to the format first in x += n
+            np.testing.assert_array_equal(ours.data.astype(np.float32), theirs.float().numpy(), err_msg=f"{op} {number}")
+        return
+    x = Tensor(low.copy(), requires_grad=True)
+    tx = torch.tensor(low.astype(np.float32)).to(tdtype).requires_grad_()
+    with np.errstate(over="ignore"):
+        out, tout = NUMBER_OPS[op](x, number), NUMBER_OPS[op](tx, number)
+    assert out.dtype == dtype, f"{op} {number}: {out.dtype}"
+    with np.errstate(over="ignore", divide="ignore"):
+        exact = NUMBER_OPS[op](low.astype(np.float64), float(number)).astype(np.float32).astype(dtype)
+    np.testing.assert_array_equal(out.data, exact, err_msg=f"{op} with {number!r}: not rounded once")
+    # torch's CPU kernels round twice in x ± n and n ** x (n to the format first: x16 + 70000 is inf, and so is
+    # 1e5 ** x16) and in n / x (1 / x first); where n is beyond the format, haaw's answer is the exact one, not torch's
+    twice = op in ("add", "radd", "sub", "rsub", "rdiv", "rpow")
+    with np.errstate(over="ignore"):
+        if op != "rdiv" and twice and not np.isfinite(np.float32(number).astype(dtype)):
+            return
+    close_to_torch(out.data, tout, ulp, twice, f"{op} with {number!r}")
+    g = rng.standard_normal(len(exponents)).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out.backward(g)
+    tout.backward(torch.tensor(g.astype(np.float32)).to(tdtype))
+    assert x.grad.dtype == dtype
+    if op == "rdiv":  # torch rounds -g · n / x² three times, with subnormal steps: the exact gradient is the oracle
+        x64 = low.astype(np.float64)
+        exact_grad = (-g.astype(np.float64) * float(number) / (x64 * x64)).astype(np.float32)
+        with np.errstate(over="ignore"):
+            np.testing.assert_allclose(x.grad.astype(np.float32), exact_grad.astype(dtype).astype(np.float32),
+                                       rtol=ulp, atol=2.0 ** -23, err_msg=f"gradient of rdiv with {number!r}")
+        return
+    close_to_torch(x.grad, tx.grad, ulp, twice, f"gradient of {op} with {number!r}")
+
+
+def close_to_torch(ours, theirs, ulp, rounded_twice, what):
+    """Within two units in the last place (and two of the smallest subnormals) of torch's; where torch rounded
+    twice, four, and only where its result is finite."""
+    ours, theirs = ours.astype(np.float32), theirs.detach().float().numpy()
+    keep = np.isfinite(theirs) | (not rounded_twice)
+    np.testing.assert_allclose(ours[keep], theirs[keep], rtol=(4 if rounded_twice else 2) * ulp, atol=2.0 ** (-23 if ulp < 2**-8 else -132),
+                               err_msg=what)
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+def test_a_16_bit_softmax_over_a_row_past_65504_entries_is_not_all_zeros(fmt):
+    """The float32 total was rounded to float16 first: inf, and every weight 0."""
+    dtype = haaw.engine.dtypes.as_dtype(fmt)
+    data = np.random.default_rng(0).standard_normal((2, 70_000)).astype(dtype)
+    ours = Tensor(data).softmax(dim=-1)
+    theirs = torch.tensor(data.astype(np.float32)).to(getattr(torch, fmt)).softmax(dim=-1)
+    assert ours.dtype == dtype
+    np.testing.assert_allclose(ours.data.astype(np.float32), theirs.float().numpy(), rtol=2 ** -7, atol=0)
+    mask = np.ones((2, 70_000), dtype=bool)
+    masked = apply("masked_softmax", Tensor(data), mask=mask)
+    np.testing.assert_allclose(masked.data.astype(np.float32), ours.data.astype(np.float32), rtol=2 ** -6, atol=2**-23)
+
+
+# --- integer and bool tensors: every operator, in place too -------------------------------------------------------
+def _in_place(op, n):
+    def change(t):
+        getattr(t, op)(n)
+        return t
+    return change
+
+
+INTEGER_OPS = {
+    "mul_1000": lambda t: t * 1000, "add_300": lambda t: 300 + t, "sub_7": lambda t: t - 7, "half": lambda t: t * 0.5,
+    "two_to": lambda t: 2 ** t, "matmul": lambda t: t.reshape(1, -1) @ t.reshape(-1, 1),
+    "iadd_half": _in_place("__iadd__", 0.5), "imul_half": _in_place("__imul__", 0.5),
+    "isub_half": _in_place("__isub__", 0.5), "idiv_2": _in_place("__itruediv__", 2),
+    "iadd_1": _in_place("__iadd__", 1), "imul_3": _in_place("__imul__", 3),
+}
+
+
+@pytest.mark.parametrize("kind", ["int8", "int16", "uint8", "int32", "int64", "bool"])
+@pytest.mark.parametrize("op", sorted(INTEGER_OPS))
+@settings(FEW, max_examples=6)
+@given(values=st.lists(st.integers(-4000, 4000), min_size=1, max_size=8))
+def test_integer_tensors_give_pytorch_s_numbers_or_its_refusal(values, kind, op):
+    """int_t += 0.5 truncated silently, int16 @ int16 went through float32 (off by one past 2^24), 2 ** [-1, 2] and
+    int8 * 1000 raised NumPy's errors: each must be torch's answer, bit for bit, or a RuntimeError where torch
+    raises one."""
+    data = np.array(values)
+    if op == "two_to":
+        data = data % 9 - 2  # powers of two from 2^-2 to 2^6
+    data = data.astype(np.int64).astype(kind)  # wrapped round, as torch.tensor(...).to(int8) does
+    do = INTEGER_OPS[op]
+    try:
+        theirs = do(torch.tensor(data))
+    except RuntimeError as refusal:
+        if "not implemented" in str(refusal):  # torch has no kernel for it (bool matmul): nothing to compare
+            return
+        with pytest.raises(RuntimeError):
+            do(Tensor(data))
+        return
+    ours = do(Tensor(data))
+    if theirs.dtype.is_floating_point:  # haaw's floats are float64 where torch's are float32 (docs/pytorch.md)
+        assert ours.data.dtype.kind == "f", f"{op}: {ours.dtype} against torch's {theirs.dtype}"
+    else:
+        assert str(ours.dtype) == str(theirs.dtype)[6:], f"{op}: {ours.dtype} against torch's {theirs.dtype}"
+    np.testing.assert_allclose(ours.data.astype(np.float64), theirs.numpy().astype(np.float64), rtol=1e-7, atol=0,
+                               err_msg=op)
+
+
+def test_a_cast_to_integers_of_a_tensor_that_requires_grad_is_outside_the_graph():
+    """x.to(np.int64) recorded the cast, and backward sent a straight-through gradient; torch: no gradient."""
+    x, tx = Tensor([1.5, -2.5], requires_grad=True), torch.tensor([1.5, -2.5], requires_grad=True)
+    for dtype, tdtype in ((np.int64, torch.int64), (np.int8, torch.int8), (np.bool_, torch.bool)):
+        ours, theirs = x.to(dtype), tx.to(tdtype)
+        assert ours.requires_grad is theirs.requires_grad is False
+        np.testing.assert_array_equal(ours.data, theirs.numpy())
+    with pytest.raises(RuntimeError):
+        (x.to(np.int64) * 2).sum().backward()
+
+
+# --- aliasing: index tensors, Functions and checkpoints ---------------------------------------------------------
+@FEW
+@given(picks=st.lists(st.integers(0, 3), min_size=1, max_size=5), column=st.integers(0, 2),
+       in_tuple=st.booleans(), seed=st.integers(0, 2**16))
+def test_an_index_tensor_edited_after_the_forward_pass_changes_no_gradient(picks, column, in_tuple, seed):
+    """x[idx, 0] with idx a Tensor kept idx itself: edited before backward, the gradient went to other rows."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((4, 3))
+    x, tx = Tensor(data.copy(), requires_grad=True), as_torch(data)
+    idx, tidx = Tensor(np.array(picks)), torch.tensor(picks)
+    out = x[idx, column] if in_tuple else x[idx]
+    tout = tx[tidx, column] if in_tuple else tx[tidx]
+    with haaw.no_grad():
+        idx += 1  # reused for something else; torch copies the index too
+    weights = rng.standard_normal(tuple(out.shape))
+    (out * weights).sum().backward()
+    (tout * torch.tensor(weights)).sum().backward()
+    compare(x.grad, tx.grad, f"dL/dx for picks {picks}")
+
+
+@FEW
+@given(how=st.sampled_from(["function_returns_input", "function_returns_view", "checkpoint_returns_input",
+                            "checkpoint_returns_view"]), seed=st.integers(0, 2**16))
+def test_an_operation_that_returns_its_input_shares_its_version_counter(how, seed):
+    """Forward returned its input (or a view): the output shared the memory but not the version counter, so
+    editing the output changed the input, and backward used the edited values. torch refuses; so must haaw."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((2, 3))
+
+    class Same(haaw.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a if how == "function_returns_input" else a[0]
+
+        @staticmethod
+        def backward(ctx, g):
+            return g if how == "function_returns_input" else np.concatenate([g[None], np.zeros((1, 3))])
+
+    class TSame(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a if how == "function_returns_input" else a[0]
+
+        @staticmethod
+        def backward(ctx, g):
+            return g if how == "function_returns_input" else torch.cat([g[None], torch.zeros(1, 3, dtype=g.dtype)])
+
+    def build(lib_tensor, lib):
+        x = lib_tensor(data)
+        h = x * 2.0
+        if how.startswith("function"):
+            o = (Same if lib is haaw else TSame).apply(h)
+        else:
+            f = (lambda t: t) if how.endswith("input") else (lambda t: t[0])
+            o = haaw.checkpoint(f, h) if lib is haaw else \
+                torch.utils.checkpoint.checkpoint(f, h, use_reentrant=False)
+        loss = (h * h).sum() + o.sum()
+        with lib.no_grad():
+            o += 1.0  # writes through to h: h * h's saved input is no longer what it was
+        loss.backward()
+        return x.grad
+
+    try:
+        program_torch = build(as_torch, torch)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            build(lambda d: Tensor(d.copy(), requires_grad=True), haaw)
+        return
+    compare(build(lambda d: Tensor(d.copy(), requires_grad=True), haaw), program_torch, how)

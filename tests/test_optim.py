@@ -160,3 +160,30 @@ def test_adam_with_a_late_gradient_matches_torch():
         opt.step()
         topt.step()
     np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=1e-12)
+
+
+def test_adamw_with_parameter_groups_and_a_schedule_matches_pytorch():
+    """AdamW was missing: decoupled decay, groups (no decay on biases) and a schedule that changes group["lr"]."""
+    torch = pytest.importorskip("torch")
+    from haaw.optim import AdamW
+
+    rng = np.random.default_rng(0)
+    w0, b0, x = rng.standard_normal((3, 2)), rng.standard_normal(2), rng.standard_normal((4, 3))
+    w, b = Tensor(w0, requires_grad=True), Tensor(b0, requires_grad=True)
+    tw, tb = torch.tensor(w0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+
+    def groups(w, b):
+        return [{"params": [w]}, {"params": [b], "weight_decay": 0.0, "betas": (0.8, 0.9)}]
+
+    opt, topt = AdamW(groups(w, b), lr=0.1, weight_decay=0.1), torch.optim.AdamW(groups(tw, tb), lr=0.1, weight_decay=0.1)
+    for _ in range(5):
+        for o, loss in ((opt, (Tensor(x) @ w + b).tanh().sum()), (topt, (torch.tensor(x) @ tw + tb).tanh().sum())):
+            o.zero_grad()
+            loss.backward()
+            o.step()
+            for group in o.param_groups:
+                group["lr"] = max(group["lr"] * 0.5, 0.01)  # decays to a floor
+    np.testing.assert_allclose(w.data, tw.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b.data, tb.detach().numpy(), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="parameter group"):
+        AdamW([{"params": [w], "momentum": 0.9}])

@@ -8,7 +8,8 @@ scalar engine), ``ops`` (every tensor operation beside its vector-Jacobian produ
 """
 from .function import Function, checkpoint
 from .modes import detect_anomaly, no_grad
-from .tensor import Tensor, cat, from_numpy, tensor
+from .tensor import Tensor, cat, from_numpy, stack, tensor, where
 from .value import Value
 
-__all__ = ["Function", "Tensor", "Value", "cat", "checkpoint", "detect_anomaly", "from_numpy", "no_grad", "tensor"]
+__all__ = ["Function", "Tensor", "Value", "cat", "checkpoint", "detect_anomaly", "from_numpy", "no_grad", "stack",
+           "tensor", "where"]

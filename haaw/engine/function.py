@@ -15,8 +15,38 @@ from __future__ import annotations
 from . import guard, hooks
 from .autograd import topological_order
 from .ops import Op, no_flops
-from .modes import no_grad
+from contextlib import contextmanager
+
+import numpy as np
+
+from .modes import enable_grad, no_grad
 from .tensor import Tensor, apply, wrap
+
+# Random sources a checkpoint's recomputation replays: (read the state, set it) pairs. NumPy's global generator is
+# one; haaw.nn adds haaw's own (random_source), which the engine may not import.
+RANDOM_SOURCES: list = [(np.random.get_state, np.random.set_state)]
+
+
+def random_source(get, set_) -> None:
+    """Register a generator whose state ``checkpoint`` saves at the forward pass and restores for the recompute."""
+    RANDOM_SOURCES.append((get, set_))
+
+
+@contextmanager
+def _replaying(states):
+    """Run with the random states the forward pass saw (``states``, None: as they are), then put back the present
+    ones: the recomputation draws the same numbers (dropout masks) and the draws after it do not move."""
+    if states is None:
+        yield
+        return
+    now = [get() for get, _ in RANDOM_SOURCES]
+    for (_, set_), state in zip(RANDOM_SOURCES, states):
+        set_(state)
+    try:
+        yield
+    finally:
+        for (_, set_), state in zip(RANDOM_SOURCES, now):
+            set_(state)
 
 
 class Function:
@@ -96,22 +126,27 @@ class Checkpoint(Function):
     always_record = True  # fn may hold parameters that need gradients even if its inputs do not
 
     @staticmethod
-    def forward(ctx, fn, *inputs):
+    def forward(ctx, fn, *inputs, tensors=None, preserve_rng_state=True):
         guard.check("function.Checkpoint")
+        tensors = tensors or (True,) * len(inputs)  # which inputs were Tensors: the others are passed as they are
+        ctx.rng = [get() for get, _ in RANDOM_SOURCES] if preserve_rng_state else None
         with no_grad():  # nothing inside is recorded, so nothing inside is saved
-            out = fn(*(wrap(a) for a in inputs))
+            out = fn(*(wrap(a) if t else a for a, t in zip(inputs, tensors)))
         if not isinstance(out, Tensor):
             raise TypeError(f"checkpoint: fn must return a Tensor, got {type(out).__name__}")
-        ctx.fn, ctx.inputs = fn, inputs  # the inputs are all that is kept
+        ctx.fn, ctx.inputs, ctx.tensors = fn, inputs, tensors  # the inputs are all that is kept
         return out.data
 
     @staticmethod
     def backward(ctx, g):
         guard.check("function.Checkpoint")
-        fresh = [wrap(a) for a in ctx.inputs]
+        tensors = getattr(ctx, "tensors", None) or (True,) * len(ctx.inputs)
+        fresh = [wrap(a) if t else a for a, t in zip(ctx.inputs, tensors)]
         for t, need in zip(fresh, ctx.needs_input_grad[1:]):
-            t.requires_grad = need
-        with hooks.recompute():
+            if isinstance(t, Tensor):
+                t.requires_grad = need
+        # recorded even when backward was called inside no_grad(), as PyTorch's recomputation is
+        with hooks.recompute(), enable_grad(), _replaying(getattr(ctx, "rng", None)):
             again = ctx.fn(*fresh)  # this time recorded
         if again.requires_grad:
             # fn may use a tensor computed outside it (an intermediate of the enclosing graph): this pass sends
@@ -121,14 +156,21 @@ class Checkpoint(Function):
             again.backward(g)  # parameters inside fn, and leaves fn captured, receive their gradients here
             for node, grad in kept:
                 node.grad = grad
-        return (None, *(t.grad for t in fresh))
+        return (None, *(t.grad if isinstance(t, Tensor) else None for t in fresh))
 
 
-def checkpoint(fn, *inputs) -> Tensor:
+def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool | None = None) -> Tensor:
     """``fn(*inputs)``, with its activations recomputed during backward instead of stored.
 
     ``fn`` may use tensors from outside (a weight, or an intermediate of the enclosing graph): their gradients
     are right, each path counted once, as in PyTorch. Such an intermediate's ``.grad`` then holds only what
-    the enclosing pass sent it; fn's share went on to its parents during the recomputation.
+    the enclosing pass sent it; fn's share went on to its parents during the recomputation. Inputs that are not
+    Tensors (a dim, a flag, a float) reach ``fn`` as they are. The recomputation sees the random state the forward
+    pass saw (NumPy's global generator and haaw's), unless ``preserve_rng_state=False``, as in PyTorch.
+    ``use_reentrant`` is accepted for PyTorch's spelling; haaw's checkpoint is PyTorch's non-reentrant one.
     """
-    return Checkpoint.apply(fn, *(t if isinstance(t, Tensor) else Tensor(t) for t in inputs))
+    if use_reentrant:
+        raise NotImplementedError("checkpoint(use_reentrant=True): haaw's checkpoint is PyTorch's non-reentrant "
+                                  "one; pass use_reentrant=False, or leave it out")
+    tensors = tuple(isinstance(t, Tensor) for t in inputs)
+    return Checkpoint.apply(fn, *inputs, tensors=tensors, preserve_rng_state=preserve_rng_state)

@@ -41,6 +41,17 @@ class no_grad(ContextDecorator):
 
 
 @contextmanager
+def enable_grad():
+    """Record operations again inside a ``no_grad`` block (``torch.enable_grad``): a checkpoint's recomputation
+    needs its graph whatever mode backward was called in."""
+    token = _grad_enabled.set(True)
+    try:
+        yield
+    finally:
+        _grad_enabled.reset(token)
+
+
+@contextmanager
 def detect_anomaly():
     """Stop at the first operation whose forward or backward produces nan or inf, and name it."""
     token = _detect_anomaly.set(True)

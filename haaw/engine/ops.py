@@ -25,14 +25,15 @@ from . import guard, plugins
 class Context:
     """What one recorded operation keeps for its backward pass.
 
-    ``op`` and ``needs_input_grad`` are filled in by the engine; every other attribute was put
-    there by the forward function and is a saved value (``ctx.saved`` lists them by name).
+    ``op``, ``needs_input_grad``, ``versions`` and ``slots`` (the functions in haaw.use's slots when the forward
+    ran, which its backward will call) are filled in by the engine; every other attribute was put there by the
+    forward function and is a saved value (``ctx.saved`` lists them by name).
     """
 
-    __slots__ = ("op", "needs_input_grad", "versions", "__dict__")
+    __slots__ = ("op", "needs_input_grad", "versions", "slots", "__dict__")
 
     def __init__(self, op=None, needs_input_grad=()):
-        self.op, self.needs_input_grad, self.versions = op, needs_input_grad, ()
+        self.op, self.needs_input_grad, self.versions, self.slots = op, needs_input_grad, (), None
 
     @property
     def saved(self) -> dict:
@@ -125,10 +126,12 @@ def _sum(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
 
 def _mm(a, b):
     """a @ b. 16- and 8-bit formats multiply in float32 and round the result back, as
-    accelerators do (and NumPy has no fast float16 matmul of its own)."""
+    accelerators do (and NumPy has no fast float16 matmul of its own); 8- and 16-bit integers in int64."""
     kind = np.result_type(a, b)
     if kind.itemsize >= 4:
         return a @ b
+    if kind.kind in "biu":  # integers exactly, in int64 (float32 is off by one past 2^24), then wrapped round as PyTorch
+        return (a.astype(np.int64) @ b.astype(np.int64)).astype(kind)
     return (a.astype(np.float32) @ b.astype(np.float32)).astype(kind)
 
 
@@ -269,6 +272,29 @@ def sigmoid(ctx, a):
 defvjp(sigmoid, lambda ctx, g: g * ctx.out * (1 - ctx.out))
 
 
+def clamp(ctx, a, min=None, max=None):
+    """Every entry moved into [min, max]; one bound may be None. The slope is 1 where the entry was inside,
+    bounds included (PyTorch's choice at the kinks), 0 where it was moved."""
+    ctx.inside = np.ones(a.shape, dtype=bool) if min is None else a >= min
+    if max is not None:
+        ctx.inside &= a <= max
+    return np.clip(a, min, max)
+
+
+defvjp(clamp, lambda ctx, g: g * ctx.inside)
+
+
+def where(ctx, a, b, condition):
+    """``a`` where ``condition`` is True, ``b`` elsewhere (all three broadcast); each gets the gradient of its own
+    entries. The condition is copied: changed in place before backward, it would send the gradient elsewhere."""
+    ctx.condition, ctx.a_shape, ctx.b_shape = np.array(condition, dtype=bool), a.shape, b.shape
+    return np.where(ctx.condition, a, b)
+
+
+defvjp(where, lambda ctx, g: unbroadcast(np.where(ctx.condition, g, 0).astype(g.dtype, copy=False), ctx.a_shape),
+              lambda ctx, g: unbroadcast(np.where(ctx.condition, 0, g).astype(g.dtype, copy=False), ctx.b_shape))
+
+
 # --- reductions over ``dim`` (a tuple of non-negative axes, or None for all) -----------------------
 def _reduce(ctx, a, dim):
     """What every reduction's backward needs: the input's shape, and that shape with the reduced axes as 1."""
@@ -400,9 +426,10 @@ def _top(a, dim):
 
 
 def softmax(ctx, a, dim=-1):
-    shifted = np.exp(a - _top(a, dim))  # the same result, and no overflow
-    ctx.out, ctx.dim = shifted / _sum(shifted, axis=dim, keepdims=True), dim
-    return ctx.out
+    wide = a if _wide(a.dtype) is None else a.astype(np.float32)  # 16 bits: in float32, rounded once at the end
+    shifted = np.exp(wide - _top(wide, dim))  # the same result, and no overflow
+    ctx.out, ctx.dim = (shifted / shifted.sum(axis=dim, keepdims=True)).astype(a.dtype, copy=False), dim
+    return ctx.out  # (a float16 total of more than 65,504 entries would be inf, and every weight 0)
 
 
 defvjp(softmax, _softmax_vjp)
@@ -417,7 +444,7 @@ def masked_softmax(ctx, a, mask, dim=-1):
     top = np.max(np.where(mask, a, -np.inf), axis=dim, keepdims=True)
     top = np.where(np.isfinite(top), top, 0)
     weights = np.where(mask, np.exp(np.where(mask, a, 0) - top), 0).astype(a.dtype, copy=False)
-    total = _sum(weights, axis=dim, keepdims=True)
+    total = weights.sum(axis=dim, keepdims=True, dtype=_wide(a.dtype))  # unrounded, as in softmax
     ctx.out, ctx.dim = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0), dim
     return ctx.out
 
@@ -453,8 +480,8 @@ defvjp(cross_entropy_rows, _cross_entropy_rows_vjp, flops=_reduction)
 
 
 # --- slots where your own code can run instead (haaw.use, notebooks 03 to 05) -----------------
-# An operation with a slot asks for your function when its backward runs (Tensor._vjp); the adapter
-# hands your function what it expects from what the forward pass saved.
+# An operation with a slot calls, when its backward runs (Tensor._vjp), your function if it was in use when its
+# forward ran (ctx.slots); the adapter hands your function what it expects from what the forward pass saved.
 def _last_axis(fn):
     """Your function works on the last axis; the operation may have run along another."""
     return lambda ctx, g: (np.moveaxis(np.asarray(fn(np.moveaxis(ctx.out, ctx.dim, -1), np.moveaxis(g, ctx.dim, -1))),

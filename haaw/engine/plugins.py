@@ -4,7 +4,9 @@ The course has you write pieces of the engine yourself (a local derivative, back
 vector-Jacobian product, an optimizer step) and then run real training on them. Each piece has a
 named *slot*, declared once (``slot``) beside the engine code that consults it; there the engine asks
 ``override(name)`` and calls your function if one is in use, its own code otherwise. Inside ``use(...)``
-your functions are in use; afterwards everything is as it was. ``SLOTS`` lists every slot with what your
+your functions are in use; afterwards everything is as it was. One rule holds for every slot: the function in
+use when an operation's forward pass ran is the one its backward calls (a graph built inside ``use()`` runs
+your backward even when ``.backward()`` is called after the block, and one built outside never does). ``SLOTS`` lists every slot with what your
 function receives and returns. The engine still checks what your code returns: a gradient of the wrong
 shape is refused with the name of the operation, never silently used.
 """
@@ -56,6 +58,25 @@ def override(name: str):
 # ``overrides().get(name)`` is ``override(name)`` without a Python call of its own: the scalar engine's operations,
 # which ask once each, read the slots this way (``override``'s own call was a seventh of a scalar forward pass)
 overrides = _calls.get
+
+
+def snapshot() -> Mapping:
+    """The slots filled right now, as one immutable mapping: an operation keeps it at its forward pass."""
+    return _in_use.get()
+
+
+@contextmanager
+def as_at(filled: Mapping):
+    """Run the block with the slots as they were when ``filled`` was taken (``snapshot``): the one rule of the
+    slots is that the function in use when an operation's forward ran is the one its backward calls."""
+    if filled is _in_use.get():
+        yield
+        return
+    token = _in_use.set(filled)
+    try:
+        yield
+    finally:
+        _in_use.reset(token)
 
 
 def in_use() -> dict:

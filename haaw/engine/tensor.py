@@ -19,10 +19,11 @@ from .ops import OPS, Context
 _FLOAT_RESULT = ("exp", "log", "tanh", "sigmoid", "softmax", "log_softmax")  # on integers: computed in float64
 
 
-def apply(op, *inputs: "Tensor", **params) -> "Tensor":
+def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
     """Run an operation forward and, if any input requires a gradient, record it for backward.
 
-    ``op`` is a name from the table in ``ops.py``, or an ``Op`` itself (a custom operation).
+    ``op`` is a name from the table in ``ops.py``, or an ``Op`` itself (a custom operation). ``round_to``, a
+    dtype, is the format the result is rounded to once computed (a 16-bit tensor met a number: ``_number_op``).
     """
     if isinstance(op, str):
         op = OPS[op]
@@ -46,14 +47,22 @@ def apply(op, *inputs: "Tensor", **params) -> "Tensor":
                                  f"(input shapes {[a.shape for a in arrays]})")
     if type(out) is not np.ndarray:  # NumPy reductions return scalars; a Tensor always holds an array
         out = np.asarray(out)
+    if round_to is not None and out.dtype != round_to:
+        out = out.astype(round_to)  # past the format's range: inf, and NumPy's overflow warning, as x16 * x16 gives
     result = wrap(out)
     if op.view and np.may_share_memory(out, arrays[0]):
         result._vc = inputs[0]._vc  # a view: an in-place edit of either is an edit of both
+    elif OPS.get(op.name) is not op:  # a custom operation (a Function, checkpoint) may return its input or a view
+        for t, a in zip(inputs, arrays):
+            if np.may_share_memory(out, a):
+                result._vc = t._vc
+                break
     recorded = grad_enabled() and (True in needs or op.always_record)
     if recorded:
         result.requires_grad = True
         result._parents = inputs
         result._ctx = ctx
+        ctx.slots = plugins.snapshot()  # your functions in use now are the ones its backward calls
         ctx.versions = [(t._vc, t._vc[0]) for t in inputs]
         ctx.versions.append((result._vc, result._vc[0]))
     for hook in hooks.on_forward():
@@ -66,7 +75,8 @@ def _lift(x, like: "Tensor") -> "Tensor":
 
     A Python or NumPy scalar takes ``like``'s dtype when it is of the same kind (2.0 * a float32
     tensor stays float32), and is never cut down to it: a float with an integer tensor gives
-    float64 (``Tensor([1, 2]) * 0.5`` is ``[0.5, 1.0]``, not ``[0, 0]``).
+    float64 (``Tensor([1, 2]) * 0.5`` is ``[0.5, 1.0]``, not ``[0, 0]``). With a 16- or 8-bit float
+    tensor it is kept in float32, unrounded: 1e5 is inf in float16 (``_number_op`` rounds the result).
     """
     if isinstance(x, Tensor):
         return x
@@ -75,10 +85,33 @@ def _lift(x, like: "Tensor") -> "Tensor":
             return wrap(np.asarray(x, dtype=np.float64))
         if like.dtype == np.bool_:  # True + 1 is 2, as in PyTorch and NumPy
             return wrap(np.asarray(x, dtype=np.int64))
+        if like.dtype.kind in "iu":  # int8 * 1000: 1000 wraps round to int8's -24, as PyTorch computes it in int8
+            return wrap(np.asarray(x, dtype=np.int64).astype(like.dtype))
+        if _narrow_float(like.dtype):
+            return wrap(np.asarray(x, dtype=np.float32))
         return wrap(np.asarray(x, dtype=like.dtype))
     if isinstance(x, np.ndarray):
         return Tensor(x)
     raise TypeError(f"cannot combine a Tensor with {type(x).__name__} {x!r:.40}")
+
+
+def _narrow_float(dtype) -> bool:
+    """float16, bfloat16 and the 8-bit floats: formats that compute in float32 and round the result."""
+    return dtype.itemsize < 4 and dtypes.is_float(dtype)
+
+
+def _number_op(name: str, a, b) -> "Tensor":
+    """``a <op> b``, one of them a Tensor, the other perhaps a number. A number with a 16- or 8-bit tensor is
+    used unrounded, in float32, and the result is rounded once to the tensor's format, as PyTorch computes it:
+    ``x16 * 1e5`` is 100.06 for x = 1e-3, not inf (1e5 rounded to float16 first). The gradient is computed in
+    float32 too, and rounded once to the tensor's format when it reaches it."""
+    t = a if isinstance(a, Tensor) else b
+    number = b if a is t else a
+    if name == "sub" and np.bool_ in (np.asarray(getattr(a, "data", a)).dtype, np.asarray(getattr(b, "data", b)).dtype):
+        raise RuntimeError("subtraction with a bool tensor: PyTorch refuses it too. "
+                           "Convert it to numbers first: mask.to(np.int64) - 1")
+    wide = _narrow_float(t.dtype) and isinstance(number, (Number, np.generic))
+    return apply(name, _lift(a, t), _lift(b, t), round_to=t.dtype if wide else None)
 
 
 def wrap(array: np.ndarray) -> "Tensor":
@@ -91,7 +124,11 @@ def wrap(array: np.ndarray) -> "Tensor":
 
 _UFUNCS = {"add": "__add__", "subtract": "__sub__", "multiply": "__mul__", "divide": "__truediv__",
            "true_divide": "__truediv__",
-           "matmul": "__matmul__", "negative": "__neg__", "exp": "exp", "log": "log", "tanh": "tanh"}
+           "matmul": "__matmul__", "power": "__pow__", "negative": "__neg__", "exp": "exp", "log": "log", "tanh": "tanh",
+           "equal": "__eq__", "not_equal": "__ne__", "less": "__lt__", "less_equal": "__le__",
+           "greater": "__gt__", "greater_equal": "__ge__"}
+_MIRRORED = {"__eq__": "__eq__", "__ne__": "__ne__", "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__",
+             "__ge__": "__le__"}  # n < x is x > n
 
 
 class Tensor:
@@ -139,16 +176,17 @@ class Tensor:
                 checks.versions_unchanged(self)
                 break
         op = ctx.op
-        yours = plugins.override(op.slot) if op.slot else None  # your backward for it (haaw.use), if in use
-        if yours:
-            grads = _all_grads(op, ctx, upstream, yours)
-        elif op.vjp_all is None:
-            grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
-        else:
-            grads = _all_grads(op, ctx, upstream)
-        for parent, g in zip(self._parents, grads):
+        with plugins.as_at(ctx.slots):  # the slots as the forward pass found them, unbroadcast's too
+            yours = plugins.override(op.slot) if op.slot else None  # your backward for it (haaw.use), if in use
+            if yours:
+                grads = _all_grads(op, ctx, upstream, yours)
+            elif op.vjp_all is None:
+                grads = [vjp(ctx, upstream) if need else None for vjp, need in zip(op.vjps, ctx.needs_input_grad)]
+            else:
+                grads = _all_grads(op, ctx, upstream)
+        for i, (parent, g) in enumerate(zip(self._parents, grads)):  # by position: == between tensors is elementwise
             if g is not None and g.shape != parent.data.shape:
-                checks.wrong_shape(op, self._parents.index(parent), g, parent)
+                checks.wrong_shape(op, i, g, parent)
         if anomaly_detection() and not checks.non_finite(upstream) and any(g is not None and checks.non_finite(g) for g in grads):
             raise FloatingPointError(f"anomaly: the backward of '{op.name}' produced nan or inf "
                                      f"from a finite upstream gradient")
@@ -233,32 +271,32 @@ class Tensor:
                             f"operations, or pass t.detach().numpy() for a plain array.")
         first, *rest = inputs
         if not isinstance(first, Tensor):  # NumPy on the left: the Tensor's reflected operation
-            return getattr(self, "__r" + name[2:])(first)
+            return getattr(self, _MIRRORED.get(name) or "__r" + name[2:])(first)
         return getattr(first, name)(*rest)
 
     def __add__(self, other):
-        return apply("add", self, _lift(other, self))
+        return _number_op("add", self, other)
 
     def __radd__(self, other):
-        return apply("add", _lift(other, self), self)
+        return _number_op("add", other, self)
 
     def __sub__(self, other):
-        return apply("sub", self, _lift(other, self))
+        return _number_op("sub", self, other)
 
     def __rsub__(self, other):
-        return apply("sub", _lift(other, self), self)
+        return _number_op("sub", other, self)
 
     def __mul__(self, other):
-        return apply("mul", self, _lift(other, self))
+        return _number_op("mul", self, other)
 
     def __rmul__(self, other):
-        return apply("mul", _lift(other, self), self)
+        return _number_op("mul", other, self)
 
     def __truediv__(self, other):
-        return apply("div", self, _lift(other, self))
+        return _number_op("div", self, other)
 
     def __rtruediv__(self, other):
-        return apply("div", _lift(other, self), self)
+        return _number_op("div", other, self)
 
     def __pow__(self, exponent):
         if not isinstance(exponent, (Number, np.generic)) or isinstance(exponent, (bool, complex)):
@@ -271,8 +309,13 @@ class Tensor:
         """``base ** x`` for a positive number ``base``: exp(x · ln base), so the gradient is base^x · ln base."""
         if not isinstance(base, (Number, np.generic)) or isinstance(base, (bool, complex)) or not base > 0:
             raise TypeError(f"number ** Tensor: haaw takes a positive number as the base, got {base!r}")
-        if not dtypes.is_float(self.dtype):
-            return wrap(np.power(base, self.data))  # integers: no gradient, the exact powers
+        if not dtypes.is_float(self.dtype):  # integers: no gradient, the exact powers
+            if isinstance(base, (int, np.integer)):  # 2 ** -1 is 0 in integers, as PyTorch truncates it (1 ** -1 is 1)
+                powers = np.power(base, np.maximum(self.data, 0))
+                return wrap(np.where(self.data < 0, powers.dtype.type(base == 1), powers))
+            return wrap(np.power(base, self.data))
+        if _narrow_float(self.dtype):  # in float32, rounded once: bfloat16's own exp(10 · ln 2) is 1000, not 1024
+            return (self.to(np.float32) * math.log(base)).exp().to(self.dtype)
         return (self * math.log(base)).exp()
 
     def __neg__(self):
@@ -295,11 +338,14 @@ class Tensor:
             raise RuntimeError(f"{name}: the value written requires a gradient, and haaw does not record in-place "
                                f"writes, so its gradient would be lost. Write {instead} instead (or write "
                                "value.detach() if no gradient should flow).")
+        _castable(name, instead, self.dtype, value)
+        if isinstance(value, (float, np.floating, int, np.integer)) and _narrow_float(self.dtype):
+            value = np.float32(value)  # x16 *= 1e5: computed in float32 and rounded once, as x16 * 1e5 is
         change(self.data, value.data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return self
 
-    def __iadd__(self, other):
+    def __iadd__(self, other):  # (x[...] = value: NumPy's assignment casts, as PyTorch's does)
         return self._in_place("x += ...", "y = x + ...", other, lambda d, v: np.add(d, v, out=d, casting="unsafe"))
 
     def __isub__(self, other):
@@ -331,6 +377,12 @@ class Tensor:
     def sigmoid(self):
         return apply("sigmoid", self)
 
+    def clamp(self, min=None, max=None):
+        """Every entry moved into [min, max] (either bound may be left out), as PyTorch's ``clamp``."""
+        if min is None and max is None:
+            raise ValueError("clamp: give min, max or both (as PyTorch asks)")
+        return apply("clamp", self, min=min, max=max)
+
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
         checks.numpy_extras("sum", dtype, out)
         return apply("sum", self, dim=checks.dims(self, dim, axis, "sum"), keepdim=checks.keep(keepdim, keepdims))
@@ -343,6 +395,18 @@ class Tensor:
         """The largest entries (values only: PyTorch's ``max(dim)`` also returns their indices)."""
         checks.numpy_extras("max", dtype, out)
         return apply("max", self, dim=checks.dims(self, dim, axis, "max"), keepdim=checks.keep(keepdim, keepdims))
+
+    def var(self, dim=None, keepdim=False, *, correction=1):
+        """The variance: the mean squared distance from the mean, dividing by N − correction (1 by default,
+        as PyTorch's: the unbiased estimate from a sample; correction=0 is NumPy's default)."""
+        dims = checks.dims(self, dim, None, "var")
+        count = math.prod(n for i, n in enumerate(self.shape) if dims is None or i in dims)
+        centred = self - self.mean(dim=dims, keepdim=True)
+        return (centred * centred).sum(dim=dims, keepdim=keepdim) / max(count - correction, 0)
+
+    def std(self, dim=None, keepdim=False, *, correction=1):
+        """The standard deviation: the square root of ``var`` (the same ``correction``)."""
+        return self.var(dim, keepdim, correction=correction) ** 0.5
 
     def softmax(self, dim=-1, *, axis=None):
         return apply("softmax", self, dim=checks.one_dim(self, dim, axis, "softmax"))
@@ -384,6 +448,8 @@ class Tensor:
     def __getitem__(self, index):
         if isinstance(index, Tensor):
             index = index.data
+        elif isinstance(index, tuple):  # x[idx, 0]: the getitem operation copies idx's array, as it copies arrays
+            index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
         try:
             self.data[index]
         except IndexError as err:
@@ -393,9 +459,14 @@ class Tensor:
     # --- changing the number format ----------------------------------------------------------------
     def to(self, dtype):
         """The same numbers in another format (``np.float16``, ``"bfloat16"``, ...); the gradient flows back
-        converted to this tensor's format, as with PyTorch's ``.to(dtype)``."""
+        converted to this tensor's format, as with PyTorch's ``.to(dtype)``. An integer or bool result is not in
+        the graph: it has no gradient, as in PyTorch."""
         dtype = dtypes.as_dtype(dtype)
-        return self if dtype == self.dtype else apply("cast", self, dtype=dtype)
+        if dtype == self.dtype:
+            return self
+        if not dtypes.is_float(dtype):
+            return wrap(self.data.astype(dtype))
+        return apply("cast", self, dtype=dtype)
 
     def float(self):
         return self.to(np.float32)
@@ -446,6 +517,40 @@ class Tensor:
         other = element.data if isinstance(element, Tensor) else element
         return bool(np.any(self.data == other))
 
+    # --- comparisons: elementwise, as in PyTorch, giving a bool tensor outside the graph --------------------
+    __hash__ = object.__hash__  # by identity, as PyTorch's: sets and dicts of tensors keep working
+
+    def _compare(self, other, ufunc):
+        if isinstance(other, Tensor):
+            other = other.data
+        elif not isinstance(other, (Number, np.generic, np.ndarray)):
+            return NotImplemented  # x == "a" is False, by Python's own rule
+        return wrap(ufunc(self.data, other))
+
+    def __eq__(self, other):
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other):
+        return self._compare(other, np.not_equal)
+
+    def __lt__(self, other):
+        return self._compare(other, np.less)
+
+    def __le__(self, other):
+        return self._compare(other, np.less_equal)
+
+    def __gt__(self, other):
+        return self._compare(other, np.greater)
+
+    def __ge__(self, other):
+        return self._compare(other, np.greater_equal)
+
+    def any(self) -> "Tensor":
+        return wrap(np.asarray(self.data.any()))
+
+    def all(self) -> "Tensor":
+        return wrap(np.asarray(self.data.all()))
+
     def __bool__(self) -> bool:
         if self.data.size != 1:
             raise RuntimeError(f"the truth value of a tensor of shape {self.data.shape} is ambiguous: use "
@@ -471,6 +576,22 @@ class Tensor:
                           ", requires_grad=True" if self.requires_grad else "",
                           f", label={self.label!r}" if self.label else ""])
         return f"Tensor({body}{extras})"
+
+
+def _castable(name: str, instead: str, dtype, value) -> None:
+    """Refuse ``int_t += 0.5``, ``int_t /= 2`` or ``bool_t += 1``, as PyTorch does: the result is of a wider kind
+    than the tensor it must be written back into, and NumPy's unsafe cast would cut it silently."""
+    if name == "x[...] = ...":
+        return
+    v = value.data if isinstance(value, Tensor) else np.asarray(value)
+    kind = "f" if dtypes.is_float(v.dtype) or name == "x /= ..." else v.dtype.kind
+    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
+    mine = "f" if dtypes.is_float(dtype) else dtype.kind
+    if rank.get(kind, 3) > rank[mine]:
+        wanted = "floats" if kind == "f" else "integers"
+        raise RuntimeError(f"{name}: the result is {wanted}, which cannot be written back into this {dtype} tensor "
+                           f"without cutting it (PyTorch refuses it too). Write {instead} instead: a new tensor, "
+                           f"of the result's type.")
 
 
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -513,6 +634,35 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if problem:
         raise TypeError(problem)
     return wrap(array)
+
+
+def where(condition, input, other) -> Tensor:
+    """``input`` where ``condition`` is True, ``other`` elsewhere, broadcast together (``torch.where``). Either of
+    ``input`` and ``other`` may be a number; the condition gets no gradient."""
+    like = input if isinstance(input, Tensor) else other
+    if not isinstance(like, Tensor):
+        like = Tensor(input)
+    condition = condition.data if isinstance(condition, Tensor) else condition
+    return apply("where", _lift(input, like), _lift(other, like), condition=condition)
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis ``dim`` (PyTorch's ``torch.stack``): each is reshaped to have
+    an axis of 1 there, then they are ``cat``-ed, so each gets back its own slice of the gradient."""
+    if isinstance(tensors, (Tensor, np.ndarray)):
+        raise TypeError("stack: takes a list or tuple of tensors, as in PyTorch; got one tensor (write stack([a, b]))")
+    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("stack: needs at least one tensor")
+    shapes = {t.shape for t in tensors}
+    if len(shapes) != 1:
+        raise ValueError(f"stack: every tensor must have the same shape; got {sorted(shapes)}")
+    (shape,) = shapes
+    if not -len(shape) - 1 <= dim <= len(shape):
+        raise IndexError(f"stack: dim {dim} is out of range for tensors of {len(shape)} dimensions "
+                         f"(from {-len(shape) - 1} to {len(shape)})")
+    d = dim % (len(shape) + 1)
+    return cat([t.reshape(shape[:d] + (1,) + shape[d:]) for t in tensors], dim=d)
 
 
 def cat(tensors, dim: int = 0) -> Tensor:

@@ -1,7 +1,8 @@
 """Layers (``haaw.nn``), the functions they are made of (``haaw.nn.functional``, imported as F) and
 gradient utilities (``haaw.nn.utils``), named after their PyTorch counterparts."""
 from . import functional, utils
-from .modules import MLP, FeedForward, LayerNorm, Linear, Module, SelfAttention, TransformerBlock, manual_seed
+from .generator import manual_seed
+from .modules import MLP, FeedForward, LayerNorm, Linear, Module, SelfAttention, TransformerBlock
 
 __all__ = ["FeedForward", "LayerNorm", "Linear", "MLP", "Module", "SelfAttention", "TransformerBlock",
            "functional", "manual_seed", "utils"]

@@ -10,6 +10,7 @@ from ..engine import Function, Tensor, checks, plugins
 from ..engine.guard import refusable
 from ..engine.ops import OPS, Context, unbroadcast
 from ..engine.tensor import apply
+from . import generator
 
 
 def relu(x: Tensor) -> Tensor:
@@ -114,6 +115,19 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
         raise ValueError("cross_entropy: every entry is ignored or masked, so there is nothing to average "
                          "(PyTorch returns nan here)")
     return losses.sum() / total
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """While training, zero each entry with probability ``p`` and scale the others by 1/(1 − p), so the expected
+    value is unchanged (``torch.nn.functional.dropout``); outside training, the input itself. The mask comes
+    from haaw's generator (``haaw.manual_seed``), which a checkpoint's recomputation replays: the same mask."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p = {p!r} is a probability, from 0 to 1")
+    if not training or p == 0.0:
+        return input
+    keep = generator.rng().random(input.shape) >= p
+    scale = np.zeros(input.shape) if p == 1.0 else keep / (1.0 - p)
+    return input * Tensor(scale.astype(input.dtype, copy=False))
 
 
 def _narrow(x: Tensor) -> bool:

@@ -10,19 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Tensor
+from ..engine.tensor import changed_in_place
+from . import generator
 from .functional import gelu, layer_norm, linear, scaled_dot_product_attention
-
-_generator = np.random.default_rng()  # haaw's one generator, process-wide as PyTorch's default generator is
-
-
-def manual_seed(seed: int) -> None:
-    """Make every layer created afterwards start from reproducible weights (``torch.manual_seed``)."""
-    global _generator
-    _generator = np.random.default_rng(seed)
-
-
-def _rng(seed):
-    return _generator if seed is None else np.random.default_rng(seed)
 
 
 def _offset(seed, k):
@@ -60,6 +50,30 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
+    def state_dict(self) -> dict:
+        """Dotted name -> parameter, detached: the same memory, outside the graph, as PyTorch's. Save it with
+        ``np.savez(path, **{k: v.numpy() for k, v in m.state_dict().items()})``."""
+        return {name: p.detach() for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state_dict, strict: bool = True):
+        """Copy each entry of ``state_dict`` (Tensors or arrays) into the parameter of that name, in place, as
+        PyTorch does; ``strict`` refuses a missing or an unexpected name. Returns (missing, unexpected)."""
+        mine = dict(self.named_parameters())
+        missing, unexpected = sorted(set(mine) - set(state_dict)), sorted(set(state_dict) - set(mine))
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"load_state_dict: missing {missing}, unexpected {unexpected} (strict=False loads "
+                               "the names that match)")
+        for name in set(mine) & set(state_dict):
+            p, value = mine[name], state_dict[name]
+            value = np.asarray(value.data if isinstance(value, Tensor) else value)
+            if value.shape != p.shape:
+                raise RuntimeError(f"load_state_dict: {name} has shape {p.shape}, the value {value.shape}"
+                                   + (" (haaw's Linear weight is (in, out): transpose PyTorch's)" if
+                                      value.shape == p.shape[::-1] else ""))
+            p.data[...] = value
+            changed_in_place(p)
+        return missing, unexpected
+
     def requires_grad_(self, requires_grad: bool = True) -> "Module":
         """Train (True) or freeze (False) every parameter of this module; returns the module."""
         for p in self.parameters():
@@ -86,7 +100,7 @@ class Linear(Module):
         for name, n in (("in_features", in_features), ("out_features", out_features)):
             if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
                 raise ValueError(f"Linear: {name} must be a positive whole number, got {n!r}")
-        rng = _rng(seed)
+        rng = generator.rng(seed)
         # PyTorch's default draw: uniform on ±1/√in_features. A uniform draw on (−a, a) has the standard deviation
         # a/√3, so the weights' variance is 1/(3·in_features), a third of the 1/in_features that keeps a linear
         # layer's output at its input's scale: each layer shrinks the signal by about √3 (√6 with a ReLU after

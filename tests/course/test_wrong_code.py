@@ -139,11 +139,13 @@ def test_in_the_engine_an_in_place_change_of_an_input_is_refused_not_spread():
     """Plugged in without its check (haaw.use), in-place code stops with the slot's name, and the engine's own
     upstream gradient is left as it was."""
     x = Tensor(np.array([0.5, -1.0]), requires_grad=True)
-    y = x.tanh()
-    with plugins.use(tanh=tanh_backward_in_place):
+    with plugins.use(tanh=tanh_backward_in_place):  # the slot in use at the forward pass is the one backward calls
+        y = x.tanh()
         with pytest.raises(RuntimeError, match=r"your tanh_backward_in_place \(in the engine's 'tanh' slot\) changed "
                                                r"one of its inputs in place"):
             (y * 3.0).sum().backward()
+    np.testing.assert_array_equal(y.data, np.tanh(x.data))  # what its backward saved was not changed
+    y = x.tanh()
     (y * 3.0).sum().backward()  # afterwards the engine's own: nothing was corrupted
     np.testing.assert_allclose(x.grad, 3.0 * (1 - np.tanh(x.data) ** 2), rtol=1e-15)
 

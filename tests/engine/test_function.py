@@ -36,3 +36,68 @@ def test_two_checkpoints_sharing_a_captured_intermediate_match_pytorch():
     run(torch, xt, wt, lambda f, t: torch_checkpoint(f, t, use_reentrant=False)).backward()
     np.testing.assert_allclose(x.grad, xt.grad.numpy(), rtol=1e-10)
     np.testing.assert_allclose(w.grad, wt.grad.numpy(), rtol=1e-10)
+
+
+def test_backward_of_a_checkpoint_inside_no_grad_computes_the_gradients_as_pytorch():
+    """The recomputation ran under the caller's no_grad(), recorded nothing, and every gradient stayed None."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    data = np.array([0.5, -1.0, 2.0])
+    x, tx = Tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    y = haaw.checkpoint(lambda t: (t * t).tanh().sum(), x)
+    ty = torch_checkpoint(lambda t: (t * t).tanh().sum(), tx, use_reentrant=False)
+    with haaw.no_grad():
+        y.backward()
+    with torch.no_grad():
+        ty.backward()
+    np.testing.assert_allclose(x.grad, tx.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+def test_the_recomputation_draws_the_forward_pass_s_random_numbers_and_moves_no_later_draw(preserve):
+    """A mask drawn inside fn (dropout) was drawn afresh by the recomputation: the gradient used another mask.
+    As torch's preserve_rng_state=True, the default: the same draws, and the generator left where it was."""
+    x = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+
+    def fn(t):  # both random sources: NumPy's global generator and haaw's (the layers' first weights)
+        return t * Tensor(np.random.rand(4)) + t * haaw.nn.Linear(1, 4).weight.reshape(4)
+
+    np.random.seed(0)
+    haaw.manual_seed(0)
+    y = haaw.checkpoint(fn, x, preserve_rng_state=preserve)
+    slope = y.data / x.data  # y = x · (u + w): the slope the forward pass drew
+    np.random.seed(1)
+    haaw.manual_seed(1)
+    expected_next = (np.random.rand(), haaw.nn.Linear(1, 1).weight.item())
+    np.random.seed(1)
+    haaw.manual_seed(1)
+    y.backward(np.ones(4))
+    if preserve:
+        np.testing.assert_allclose(x.grad, slope, rtol=1e-12)
+        assert (np.random.rand(), haaw.nn.Linear(1, 1).weight.item()) == expected_next
+    else:
+        assert not np.allclose(x.grad, slope)
+
+
+def test_arguments_that_are_not_tensors_reach_fn_as_they_are():
+    """checkpoint(f, x, 1) made 1 a Tensor (f failed using it as a dim), and a float argument made a float32
+    result float64."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    seen = []
+
+    def fn(t, dim, scale, flag):
+        seen.append((type(dim), type(scale), flag))
+        return (t * scale).sum(dim=dim) if flag else t
+
+    x, tx = Tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    y, ty = haaw.checkpoint(fn, x, 1, 0.5, "yes"), torch_checkpoint(fn, tx, 1, 0.5, "yes", use_reentrant=False)
+    assert y.dtype == np.float32 and str(ty.dtype) == "torch.float32"
+    y.backward(np.ones(2, dtype=np.float32))
+    ty.backward(torch.ones(2))
+    np.testing.assert_allclose(y.data, ty.detach().numpy())
+    np.testing.assert_allclose(x.grad, tx.grad.numpy())
+    assert set(seen) == {(int, float, "yes")}

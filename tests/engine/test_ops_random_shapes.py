@@ -172,6 +172,19 @@ def cross_entropy_rows_spec(data):
     return fn, [values(data, (n, classes), -3, 3)]
 
 
+def _alternate(a):
+    """True, False, True, ... over the entries of ``a``, in its shape: a condition that does not move under the
+    small steps of finite differences."""
+    return np.arange(int(np.prod(tuple(a.shape)))).reshape(tuple(a.shape)) % 2 == 0
+
+
+def _where(a, b):
+    if is_torch(a):
+        import torch
+        return torch.where(torch.as_tensor(_alternate(a)), a, b)
+    return apply("where", a, b, condition=_alternate(a))
+
+
 SPECS = {
     "add": binary(lambda a, b: a + b),
     "sub": binary(lambda a, b: a - b),
@@ -195,6 +208,8 @@ SPECS = {
     "cast": lambda data: ((lambda a: a.to(__import__("torch").float32).to(__import__("torch").float64) if is_torch(a)
                            else a.to(np.float32).to(np.float64)), [values(data, data.draw(shapes, label="shape"))]),
     "cat": cat_spec,
+    "clamp": unary(lambda a: a.clamp(-1.0, 1.0), away_from_zero),  # |x| in [0.5, 2]: inside and outside
+    "where": binary(_where),
     "softmax": softmax_spec("softmax"),
     "log_softmax": softmax_spec("log_softmax"),
     "masked_softmax": masked_softmax_spec,

@@ -291,3 +291,110 @@ def test_local_derivatives_of_the_wrong_length_are_refused_by_name(slot, fn, cal
     with haaw.use(**{slot: fn}):
         with pytest.raises((ValueError, TypeError), match=f"your function in the engine's '{slot}' slot returned"):
             call()
+
+
+# --- one rule for every slot: the function in use when the forward pass ran is the one its backward calls -------
+def _zeros(*arrays):
+    return tuple(np.zeros_like(a) for a in arrays)
+
+
+def _scalar_graph(build):
+    """A (forward, backward) pair for the scalar engine, whose local derivatives are numbers kept at the forward."""
+    return build, lambda out: out.backward()
+
+
+def _tensor_graph(build):
+    """A (forward, backward) pair: the graph is built by the first, run backward by the second."""
+    def forward():
+        x = Tensor(np.random.default_rng(0).standard_normal((2, 3)), requires_grad=True)
+        return build(x)
+
+    return forward, lambda out: out.sum().backward()
+
+
+def _attention(x):
+    q = x.reshape(1, 2, 3)
+    return haaw.nn.functional.scaled_dot_product_attention(q, q * 1.0, q * 2.0)
+
+
+# slot -> (a stand-in for your function, whose calls are counted; the forward pass; the backward pass). The
+# stand-ins give zeros or the right answer: only whether they are called matters here.
+RULE = {
+    "add": (lambda a, b: (a + b, (1.0, 1.0)), *_scalar_graph(lambda: Value(0.5) + Value(1.5))),
+    "mul": (mul, *_scalar_graph(lambda: Value(0.5) * Value(1.5))),
+    "pow": (power, *_scalar_graph(lambda: Value(0.5) ** 3)),
+    "scalar_tanh": (lambda a: (math.tanh(a), (1 - math.tanh(a) ** 2,)), *_scalar_graph(lambda: Value(0.5).tanh())),
+    "exp": (lambda a: (math.exp(a), (math.exp(a),)), *_scalar_graph(lambda: Value(0.5).exp())),
+    "linear": (lambda X, W, G: (*_zeros(X, W), np.zeros(W.shape[1])),
+               *_tensor_graph(lambda x: apply("linear", x, Tensor(np.ones((3, 4)), requires_grad=True),
+                                              Tensor(np.zeros(4), requires_grad=True)))),
+    "unbroadcast": (unbroadcast, *_tensor_graph(lambda x: x + Tensor(np.ones(3), requires_grad=True))),
+    "tanh": (lambda y, G: np.zeros_like(y), *_tensor_graph(lambda x: x.tanh())),
+    "relu": (lambda y, G: np.zeros_like(y), *_tensor_graph(lambda x: x.relu())),
+    "softmax": (lambda s, G: np.zeros_like(s), *_tensor_graph(lambda x: x.softmax(dim=-1))),
+    "cross_entropy": (lambda logits, t: (0.0, np.zeros_like(logits)),
+                      *_tensor_graph(lambda x: haaw.nn.functional.cross_entropy(x, np.array([0, 2])))),
+    "layer_norm": (lambda x, w, G, eps: (*_zeros(x, w), np.zeros_like(w)),
+                   *_tensor_graph(lambda x: haaw.nn.LayerNorm(3)(x))),
+    "attention": (lambda Q, K, V, mask, G: _zeros(Q, K, V), *_tensor_graph(_attention)),
+}
+# Slots that are not part of an operation: the call itself is their forward pass, so they are in use when called.
+CALLED = {
+    "backward": (backward, lambda: None, lambda _: (Value(2.0) * Value(3.0)).backward()),
+    "adam": (adam_step, lambda: None, lambda _: _adam_once()),
+    "loss_scale": (update_scale, lambda: None, lambda _: DynamicLossScaler(8.0, growth_interval=1).update(False)),
+}
+
+
+def _adam_once():
+    p = Tensor(np.ones(2), requires_grad=True)
+    p.grad = np.ones(2)
+    Adam([p], lr=0.1).step()
+
+
+def test_every_slot_is_in_the_table_of_the_one_rule():
+    assert set(RULE) | set(CALLED) == set(plugins.SLOTS)
+
+
+@pytest.mark.parametrize("direction", ["forward inside, backward after", "forward before, backward inside"])
+@pytest.mark.parametrize("slot", sorted(RULE))
+def test_the_function_in_use_at_the_forward_pass_is_the_one_its_backward_calls(slot, direction):
+    """Table operations looked your function up when backward ran, layer_norm and attention when the forward ran:
+    a graph built inside use() and run backward outside did not call yours for tanh, and did for layer_norm."""
+    yours, forward, backward_ = RULE[slot]
+    calls = []
+
+    def counted(*args):
+        calls.append(slot)
+        return yours(*args)
+
+    if direction == "forward inside, backward after":
+        with haaw.use(**{slot: counted}):
+            out = forward()
+        calls_in_forward = len(calls)
+        backward_(out)
+        assert len(calls) > calls_in_forward or slot in ("add", "mul", "pow", "scalar_tanh", "exp"), \
+            f"'{slot}': the graph built inside use() did not call yours in its backward"
+        assert calls, f"'{slot}': yours was never called"
+    else:
+        out = forward()
+        with haaw.use(**{slot: counted}):
+            backward_(out)
+        assert not calls, f"'{slot}': the graph built outside use() called yours in its backward"
+
+
+@pytest.mark.parametrize("slot", sorted(CALLED))
+def test_a_slot_that_is_not_an_operation_is_in_use_when_it_is_called(slot):
+    yours, _, call = CALLED[slot]
+    calls = []
+
+    def counted(*args):
+        calls.append(slot)
+        return yours(*args)
+
+    with haaw.use(**{slot: counted}):
+        call(None)
+    assert calls
+    calls.clear()
+    call(None)
+    assert not calls

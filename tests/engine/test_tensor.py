@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from haaw.engine import Tensor, cat, from_numpy, no_grad, tensor
+from haaw.engine import Tensor, cat, from_numpy, no_grad, stack, tensor
 from haaw.engine.autograd import topological_order
 from haaw.engine.tensor import apply
 from haaw.tools import gradcheck
@@ -436,3 +436,32 @@ def test_requires_grad_false_on_a_computed_tensor_is_refused_with_detach_named()
         y.requires_grad_(False)
     x.requires_grad_(False)  # a leaf may switch off
     assert not x.requires_grad
+
+
+def test_comparisons_are_elementwise_as_in_pytorch_and_hashing_stays_by_identity():
+    """Tensor([1.]) == 1 was False (identity), without error; torch compares entry by entry."""
+    torch = pytest.importorskip("torch")
+    data, other = np.array([1.0, 2.0, 3.0]), np.array([1.0, 5.0, 3.0])
+    x, tx = Tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    cases = {"x == 1": (x == 1, tx == 1), "1 == x": (1 == x, 1 == tx), "x != y": (x != Tensor(other), tx != torch.tensor(other)),
+             "x < 2": (x < 2, tx < 2), "x <= 2": (x <= 2, tx <= 2), "x > 2": (x > 2, tx > 2), "x >= 2": (x >= 2, tx >= 2),
+             "np.float64(2) < x": (np.float64(2) < x, tx > 2), "array == x": (other == x, torch.tensor(other) == tx)}
+    for what, (ours, theirs) in cases.items():
+        assert isinstance(ours, Tensor) and ours.dtype == np.bool_ and not ours.requires_grad, what
+        np.testing.assert_array_equal(ours.data, theirs.numpy(), err_msg=what)
+    assert bool((x > 0).all()) and not bool((x > 2).all()) and bool((x > 2).any())
+    assert (x == "a") is False and (x != "a") is True  # not a number: Python's own answer, as torch gives
+    assert {x: 1}[x] == 1 and [x, x].index(x) == 0 and hash(x) == object.__hash__(x)
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        [Tensor(data), x].index(x)  # list.index asks ==, and so for a tensor of three entries, torch's error too
+
+
+def test_stack_refuses_what_torch_refuses_and_says_why():
+    a, b = Tensor(np.ones((2, 3))), Tensor(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="same shape"):
+        stack([a, b])
+    with pytest.raises(IndexError, match="from -3 to 2"):
+        stack([a, a], dim=3)
+    with pytest.raises(TypeError, match="one tensor"):
+        stack(a)
+    assert stack([a, a], dim=-1).shape == (2, 3, 2) and stack([a, a]).shape == (2, 2, 3)

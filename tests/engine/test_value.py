@@ -180,7 +180,12 @@ def test_nodes_are_hashed_by_identity_which_the_topological_sort_relies_on():
     from haaw import Tensor
 
     assert Value.__hash__ is object.__hash__ and Value.__eq__ is object.__eq__
-    assert Tensor.__hash__ is object.__hash__ and Tensor.__eq__ is object.__eq__
+    # a Tensor's == is elementwise (PyTorch's); its hash stays by identity, and the engine never asks ==
+    assert Tensor.__hash__ is object.__hash__
+    x, y = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0, 2.0], requires_grad=True)
+    assert x not in {y} and len({x, y}) == 2
+    (x * y + y * x).sum().backward()  # twin parents of equal value: each gets its own gradient, once
+    assert x.grad.tolist() == [2.0, 4.0] and y.grad.tolist() == [2.0, 4.0]
 
 
 def test_backward_returns_the_nodes_it_visited_the_root_first_and_each_before_its_parents():

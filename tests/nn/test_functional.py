@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import haaw
 import haaw.nn.functional as F
 from haaw.engine import Tensor
 
@@ -116,3 +117,24 @@ def test_a_floating_point_attention_mask_is_added_to_the_scores_as_in_pytorch():
     np.testing.assert_allclose(biased, (weights / weights.sum(-1, keepdims=True)) @ v.data, rtol=1e-12)
     with pytest.raises(TypeError, match="attn_mask must be boolean .* or floating-point"):
         F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 3), dtype=np.int64))
+
+
+def test_dropout_zeroes_a_fraction_p_keeps_the_mean_and_replays_its_mask_in_a_checkpoint():
+    """dropout was missing. Its mask comes from haaw's generator, which a checkpoint's recomputation replays: the
+    gradient through a checkpointed dropout is the forward pass's mask, scaled, not a fresh one."""
+    haaw.manual_seed(0)
+    x = Tensor(np.ones(20_000), requires_grad=True)
+    y = F.dropout(x, p=0.25)
+    zeroed = float((y.data == 0).mean())
+    assert abs(zeroed - 0.25) < 0.02 and abs(float(y.data.mean()) - 1.0) < 0.03
+    np.testing.assert_array_equal(np.unique(y.data), [0.0, 1 / 0.75])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, y.data)  # the slope is the scaled mask
+    assert F.dropout(x, p=0.5, training=False) is x and F.dropout(x, p=0.0) is x
+    assert not F.dropout(x, p=1.0).data.any()
+    with pytest.raises(ValueError, match="probability"):
+        F.dropout(x, p=1.5)
+    z = Tensor(np.arange(1.0, 9.0), requires_grad=True)
+    out = haaw.checkpoint(lambda t: F.dropout(t, p=0.5) * t, z)  # d/dt (m · t · t) = 2 m t
+    out.sum().backward()
+    np.testing.assert_allclose(z.grad, 2 * out.data / z.data)

@@ -97,3 +97,22 @@ def test_requires_grad__freezes_and_then_trains_again_by_default():
     assert all(not p.requires_grad and p.grad is None for p in model.parameters())
     model.requires_grad_()  # the default: train again
     assert all(p.requires_grad for p in model.parameters())
+
+
+def test_load_state_dict_copies_in_place_and_refuses_what_does_not_fit():
+    """state_dict / load_state_dict as in PyTorch: names from named_parameters, values copied in place (a graph
+    that saved the old values then refuses backward), a missing or unexpected name or a wrong shape refused."""
+
+    source, target = Linear(3, 2, seed=0), Linear(3, 2, seed=1)
+    weight_before = target.weight
+    out = (Tensor(np.ones((1, 3))) @ target.weight).sum()
+    target.load_state_dict(source.state_dict())
+    assert target.weight is weight_before  # the same tensor, new numbers
+    np.testing.assert_array_equal(target.weight.data, source.weight.data)
+    with pytest.raises(RuntimeError, match="as it was in the forward pass"):
+        out.backward()
+    with pytest.raises(RuntimeError, match=r"missing \['bias'\], unexpected \['extra'\]"):
+        target.load_state_dict({"weight": np.zeros((3, 2)), "extra": np.zeros(1)})
+    assert target.load_state_dict({"weight": np.zeros((3, 2))}, strict=False) == (["bias"], [])
+    with pytest.raises(RuntimeError, match=r"transpose PyTorch's"):
+        target.load_state_dict({"weight": np.zeros((2, 3)), "bias": np.zeros(2)})

@@ -34,16 +34,16 @@ def test_a_test_that_seeds_haaw_leaves_the_next_test_the_generator_it_found(pyte
     pytester.makeconftest((ROOT / "conftest.py").read_text())
     pytester.makepyfile('''
         import haaw
-        import haaw.nn.modules as modules
+        import haaw.nn.generator as generator
 
         found = []
 
         def test_seeds():
-            found.append(modules._generator.bit_generator.state)
+            found.append(generator._generator.bit_generator.state)
             haaw.manual_seed(5)
 
         def test_after_it():
-            assert modules._generator.bit_generator.state == found[0]
+            assert generator._generator.bit_generator.state == found[0]
     ''')
     pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:benchmark").assert_outcomes(passed=2)
 
