@@ -17,6 +17,8 @@ from .autograd import topological_order
 from .ops import Op, no_flops
 from contextlib import contextmanager
 
+import pickle
+
 import numpy as np
 
 from .modes import enable_grad, no_grad
@@ -30,6 +32,10 @@ RANDOM_SOURCES: list = [(np.random.get_state, np.random.set_state)]
 def random_source(get, set_) -> None:
     """Register a generator whose state ``checkpoint`` saves at the forward pass and restores for the recompute."""
     RANDOM_SOURCES.append((get, set_))
+
+
+def _states(kept: bytes | None):
+    return None if kept is None else pickle.loads(kept)  # noqa: S301 (bytes this module wrote itself)
 
 
 @contextmanager
@@ -129,7 +135,9 @@ class Checkpoint(Function):
     def forward(ctx, fn, *inputs, tensors=None, preserve_rng_state=True):
         guard.check("function.Checkpoint")
         tensors = tensors or (True,) * len(inputs)  # which inputs were Tensors: the others are passed as they are
-        ctx.rng = [get() for get, _ in RANDOM_SOURCES] if preserve_rng_state else None
+        # the generators' states, kept as bytes (2.5 KB for NumPy's): bookkeeping, not an array backward computes
+        # with, so the memory tracker, which counts those, leaves it out, as PyTorch's memory of activations does
+        ctx.rng = pickle.dumps([get() for get, _ in RANDOM_SOURCES]) if preserve_rng_state else None
         with no_grad():  # nothing inside is recorded, so nothing inside is saved
             out = fn(*(wrap(a) if t else a for a, t in zip(inputs, tensors)))
         if not isinstance(out, Tensor):
@@ -146,7 +154,7 @@ class Checkpoint(Function):
             if isinstance(t, Tensor):
                 t.requires_grad = need
         # recorded even when backward was called inside no_grad(), as PyTorch's recomputation is
-        with hooks.recompute(), enable_grad(), _replaying(getattr(ctx, "rng", None)):
+        with hooks.recompute(), enable_grad(), _replaying(_states(getattr(ctx, "rng", None))):
             again = ctx.fn(*fresh)  # this time recorded
         if again.requires_grad:
             # fn may use a tensor computed outside it (an intermediate of the enclosing graph): this pass sends

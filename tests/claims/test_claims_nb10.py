@@ -257,7 +257,9 @@ def test_10_fp16_without_the_scale_loses_digits_on_a_realistic_micro_batch(store
     assert 1e-2 <= error(unscaled) < 1e-1 and 1e-6 <= error(scaled) < 1e-3 and 1e-3 <= error(bf16) < 1e-2
     assert error(unscaled) > 10 * error(scaled)
     lost = np.mean((unscaled == 0) & (exact != 0))
-    assert 0 < lost < 0.01 and np.mean((scaled == 0) & (exact != 0)) == 0
+    # scaled, at most one entry in ten thousand is lost (the notebook prints 0.0%); since 16-bit arithmetic with
+    # Python numbers rounds once, one of the 28,511 entries is
+    assert 0 < lost < 0.01 and np.mean((scaled == 0) & (exact != 0)) < 1e-4
     read = stored_output("10", "def micro_batch_gradient(")
     after = np.mean(np.abs(exact[exact != 0]) * 2.0**16 < 2.0**-14)
     assert f"smallest normal number: {below:.0%}; after multiplying by 2^16: {after:.1%}" in read
