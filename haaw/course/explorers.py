@@ -36,7 +36,8 @@ def _named(slider):
     ipywidgets gives a slider's handle no accessible name and has no setting for one: its description is
     a label that the handle, a ``div``, cannot be tied to, so a screen reader hears "slider 2". A number
     box's or drop-down's description is a label tied to it, which names it. So the name moves to the box,
-    and the box replaces the slider's readout; typing a value in it moves the slider, and the other way."""
+    and the box replaces the slider's readout; typing a value in it moves the slider, and the other way.
+    The handle itself gets the same name from ``labelled`` (``aria-label``, set in the browser)."""
     import ipywidgets as widgets
 
     layout = widgets.Layout(width="auto")
@@ -47,9 +48,47 @@ def _named(slider):
         kind = widgets.BoundedIntText if isinstance(slider, widgets.IntSlider) else widgets.BoundedFloatText
         box = kind(value=slider.value, min=slider.min, max=slider.max, step=slider.step, description=name, style=WIDE,
                    layout=layout)
-    box.add_class("haaw-slider-box")
+    box.add_class(BOX_CLASS)
     widgets.link((slider, "value"), (box, "value"))
     return widgets.HBox([box, slider])
+
+
+BOX_CLASS = "haaw-slider-box"  # the named box beside a slider (``_named``)
+
+# Run by JupyterLab in the explorer's own output area: every slider handle in the explorer (the VBox around
+# that area) gets aria-label = the description of the named box in its row, again whenever ipywidgets
+# rebuilds a slider. A screen reader then says "w, slider, 2", not "slider, 2".
+NAME_HANDLES_JS = """
+(function (area) {
+  function name(root) {
+    root.querySelectorAll('.noUi-handle').forEach(function (handle) {
+      var row = handle.closest('.widget-hbox');
+      var label = row && row.querySelector('.%s .widget-label');
+      var text = label ? label.textContent.trim() : '';
+      if (text && handle.getAttribute('aria-label') !== text) handle.setAttribute('aria-label', text);
+    });
+  }
+  function start(tries) {
+    var root = area.closest('.widget-vbox');
+    if (!root) { if (tries > 0) setTimeout(function () { start(tries - 1); }, 100); return; }
+    name(root);
+    new MutationObserver(function () { name(root); }).observe(root, {childList: true, subtree: true});
+  }
+  start(100);
+})(element);
+""" % BOX_CLASS
+
+
+def labelled(*children):
+    """A VBox of ``children`` and, last, an invisible output area whose script names its sliders' handles
+    (``NAME_HANDLES_JS``). Outside JupyterLab (a static page, a frontend that runs no script) nothing runs,
+    and the named boxes beside the sliders still carry the names."""
+    import ipywidgets as widgets
+    from IPython.display import Javascript
+
+    script = widgets.Output(layout=widgets.Layout(display="none"))
+    script.append_display_data(Javascript(NAME_HANDLES_JS))
+    return widgets.VBox([*children, script])
 
 
 def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
@@ -79,7 +118,7 @@ def tangent_explorer(w: float = 2.0, x: float = 3.0, lr: float = 0.01):
     for s in sliders:
         s.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox([_named(s) for s in sliders[:2]]), _named(sliders[2]), numbers, picture])
+    return labelled(widgets.HBox([_named(s) for s in sliders[:2]]), _named(sliders[2]), numbers, picture)
 
 
 def backward_stepper(root, width: int | None = None):
@@ -103,7 +142,7 @@ def backward_stepper(root, width: int | None = None):
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([_named(slider), text, picture])
+    return labelled(_named(slider), text, picture)
 
 
 def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
@@ -127,7 +166,7 @@ def matmul_shape_explorer(B: int = 4, n: int = 3, m: int = 2):
     for s in sliders:
         s.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox([_named(s) for s in sliders]), text, picture])
+    return labelled(widgets.HBox([_named(s) for s in sliders]), text, picture)
 
 
 def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
@@ -161,8 +200,8 @@ def gradient_flow_explorer(depth: int = 50, init_scale: float = 0.9):
     for w in (depth_slider, scale_slider, residual, normalise):
         w.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox([_named(depth_slider), _named(scale_slider)]), widgets.HBox([residual, normalise]),
-                         text, picture])
+    return labelled(widgets.HBox([_named(depth_slider), _named(scale_slider)]), widgets.HBox([residual, normalise]),
+                     text, picture)
 
 
 def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
@@ -188,7 +227,7 @@ def attention_scaling_explorer(d_k: int = 64, temperature: float = 1.0):
     for w in (dims, temp, scaled):
         w.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([widgets.HBox([_named(dims), _named(temp), scaled]), text, picture])
+    return labelled(widgets.HBox([_named(dims), _named(temp), scaled]), text, picture)
 
 
 def checkpoint_explorer(depth: int = 16, measure=None):
@@ -222,7 +261,7 @@ def checkpoint_explorer(depth: int = 16, measure=None):
 
     segment.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([_named(segment), text, picture])
+    return labelled(_named(segment), text, picture)
 
 
 def loss_scale_explorer(grads, log2_scale: int = 0, max_log2: int = 30):
@@ -247,7 +286,7 @@ def loss_scale_explorer(grads, log2_scale: int = 0, max_log2: int = 30):
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([_named(slider), text, picture])
+    return labelled(_named(slider), text, picture)
 
 
 def padding_explorer(max_extra: int = 12):
@@ -272,7 +311,7 @@ def padding_explorer(max_extra: int = 12):
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([_named(slider), text])
+    return labelled(_named(slider), text)
 
 
 def workers_explorer(gradient_gb: float = 28.0):
@@ -305,7 +344,7 @@ def workers_explorer(gradient_gb: float = 28.0):
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([_named(slider), text])
+    return labelled(_named(slider), text)
 
 
 def sampling_explorer(model, tokenizer, prompt: str = "the ", length: int = 120):
@@ -323,4 +362,4 @@ def sampling_explorer(model, tokenizer, prompt: str = "the ", length: int = 120)
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([_named(slider), text])
+    return labelled(_named(slider), text)

@@ -221,9 +221,11 @@ def plot_gradient_ranges(values: np.ndarray, formats=("float16", "bfloat16"), sc
     high = max(20, int(np.ceil(logs.max())) + 2) if logs.size else 20
     ax.hist(logs, bins=80, color="#8c8c8c")
     rows = {r["format"]: r for r in format_table()}
-    for name, colour in zip(formats, [P[3], P[0], P[2]]):
+    # each format its own colour and its own three dash patterns: no two lines told apart by colour alone
+    patterns = ((":", "--", "-"), ((0, (1, 3)), "-.", (0, (8, 2))), ((0, (2, 1, 1, 1)), (0, (5, 3)), (0, (4, 1, 1, 1, 1, 1))))
+    for name, colour, dashes in zip(formats, [P[3], P[0], P[2]], patterns):
         r = rows[name]
-        for key, line in (("smallest subnormal", ":"), ("smallest normal", "--"), ("max", "-")):
+        for key, line in zip(("smallest subnormal", "smallest normal", "max"), dashes):
             e = float(np.log2(r[key]))  # the largest is no power of two (fp16's is 65504): say the number
             label = f"{name} largest: {r[key]:.6g}" if key == "max" else f"{name} {key}: 2^{e:.0f}"
             if low <= e <= high:

@@ -27,6 +27,24 @@ def apply() -> None:
     })
 
 
+def colour_only_lines(fig) -> list:
+    """Pairs of lines that ``fig`` tells apart by colour alone: in one axes, two lines in the legend (their labels do
+    not start with "_") in different colours with the same dash pattern and the same marker. Under a
+    colour-vision deficiency such a pair reads as one line; ``show_figure`` refuses to show it."""
+    found = []
+    for ax in fig.get_axes():
+        seen = {}
+        for line in ax.get_lines():
+            if line.get_label().startswith("_"):
+                continue
+            offset, dashes = line._unscaled_dash_pattern  # the pattern itself: get_linestyle() says "--" for any
+            key = (line.get_linestyle() == "None", tuple(dashes or ()), str(line.get_marker()))
+            other = seen.setdefault(key, line)
+            if other is not line and other.get_color() != line.get_color():
+                found.append((ax.get_title() or ax.get_ylabel(), other.get_label(), line.get_label()))
+    return found
+
+
 def show_figure(description: str, fig=None) -> None:
     """Show ``fig`` (pyplot's current figure if None) with ``description`` printed under it, then close it.
 
@@ -39,6 +57,10 @@ def show_figure(description: str, fig=None) -> None:
     if not isinstance(description, str) or not description.strip():
         raise ValueError("show_figure needs a description in words of what the figure shows")
     fig = plt.gcf() if fig is None else fig
+    alike = colour_only_lines(fig)
+    if alike:
+        raise ValueError("these lines differ only in colour, which a colour-blind reader cannot see; give each its "
+                         f"own dash pattern or marker: {alike}")
     shell = _ipython()
     if shell is not None:
         from IPython.display import display

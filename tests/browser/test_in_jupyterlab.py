@@ -414,11 +414,12 @@ CONTROL = re.compile(r'^\s*- (slider|spinbutton|checkbox|combobox|textbox|button
 
 def unnamed_controls(cell, where: str) -> list[str]:
     """What a screen reader meets in an explorer, read from the accessibility tree Chromium builds (Playwright's
-    ARIA snapshot): every box, switch and button has a name, and every slider, whose handle ipywidgets leaves
-    nameless, has a named number box or drop-down beside it that holds the same value."""
+    ARIA snapshot): every slider, box, switch and button has a name. ipywidgets leaves a slider's handle
+    nameless; the explorer's script names it after the number box or drop-down beside it, which holds the same
+    value (``haaw.course.explorers.NAME_HANDLES_JS``)."""
     found = [CONTROL.match(line) for line in cell.locator(".jp-OutputArea").first.aria_snapshot().splitlines()]
     found = [(m.group(1), m.group(2)) for m in found if m]
-    problems = [f"{where}: a {role} without an accessible name" for role, name in found if role != "slider" and not name]
+    problems = [f"{where}: a {role} without an accessible name" for role, name in found if not name]
     sliders = sum(role == "slider" for role, _ in found)
     boxes = sum(role in ("spinbutton", "combobox") and bool(name) for role, name in found)
     if boxes < sliders:

@@ -209,6 +209,48 @@ def test_every_slider_has_a_box_beside_it_that_a_screen_reader_can_name():
             assert slider.value == other, f"{name}: typing in the box did not move the slider"
 
 
+def pictures(box):
+    """The Output widgets of ``box`` that show something, not the hidden one that holds its script."""
+    return [out for out in find(box, "Output") if out.layout.display != "none"]
+
+
+CONTROLS = SLIDERS + BOXES + ("Checkbox", "Button", "ToggleButton", "Text", "IntText", "FloatText")
+
+
+def test_every_control_of_every_explorer_has_an_accessible_name():
+    """What a screen reader can name each control by, read from the widgets: a slider's handle by the script that
+    copies the name of the box beside it onto the handle (``aria-label``: ipywidgets has no setting for it), every
+    other control by its own description, a label tied to it. The browser test reads the names Chromium gives."""
+    from haaw.course.explorers import BOX_CLASS, NAME_HANDLES_JS
+    from haaw.course.nb10 import glossary_quiz
+
+    explorers = {**every_explorer(), "glossary": glossary_quiz()}
+    for name, box in explorers.items():
+        controls = [c for kind in CONTROLS for c in find(box, kind)]
+        assert controls, name
+        for control in controls:
+            kind = type(control).__name__
+            if kind in SLIDERS:
+                row = next(r for r in find(box, "HBox") if control in r.children)
+                named = [c for c in row.children if BOX_CLASS in c._dom_classes]
+                assert len(named) == 1 and named[0].description.strip(), f"{name}: a slider with no named box"
+            else:
+                assert control.description.strip(), f"{name}: a {kind} without a description"
+        if any(find(box, kind) for kind in SLIDERS):
+            scripts = [out for out in find(box, "Output") if out.layout.display == "none"]
+            assert box.children[-1] in scripts, f"{name}: no script to name its sliders' handles"
+            assert [o["data"].get("application/javascript") for o in scripts[0].outputs] == [NAME_HANDLES_JS], name
+
+
+def test_the_script_names_each_handle_after_the_box_in_its_row():
+    """The script's selectors are the classes ipywidgets 8 and noUiSlider give the elements it reads and writes."""
+    from haaw.course.explorers import BOX_CLASS, NAME_HANDLES_JS
+
+    for needed in (".noUi-handle", "closest('.widget-hbox')", f".{BOX_CLASS} .widget-label", "'aria-label'",
+                   "closest('.widget-vbox')", "MutationObserver", "(element)"):
+        assert needed in NAME_HANDLES_JS, needed
+
+
 def test_every_explorer_picture_comes_with_its_description_in_words(monkeypatch):
     """Outside a kernel an Output widget records nothing, so the call that shows each picture is watched."""
     from haaw.course import style
@@ -217,7 +259,7 @@ def test_every_explorer_picture_comes_with_its_description_in_words(monkeypatch)
     monkeypatch.setattr(style, "show_figure", lambda description, fig: shown.append((description, fig)))
     drawing = 0
     for name, box in every_explorer().items():
-        if not find(box, "Output"):
+        if not pictures(box):
             continue
         drawing += 1
         before = len(shown)
