@@ -60,22 +60,25 @@ def override(name: str):
 overrides = _calls.get
 
 
-def snapshot() -> Mapping:
-    """The slots filled right now, as one immutable mapping: an operation keeps it at its forward pass."""
-    return _in_use.get()
+def snapshot() -> tuple:
+    """The slots filled right now (your functions, and what the call sites read), never changed in place: an
+    operation keeps it at its forward pass."""
+    return _in_use.get(), _calls.get()
 
 
 @contextmanager
-def as_at(filled: Mapping):
+def as_at(filled: tuple):
     """Run the block with the slots as they were when ``filled`` was taken (``snapshot``): the one rule of the
     slots is that the function in use when an operation's forward ran is the one its backward calls."""
-    if filled is _in_use.get():
+    functions, calls = filled
+    if functions is _in_use.get() and calls is _calls.get():
         yield
         return
-    token = _in_use.set(filled)
+    token, calls_token = _in_use.set(functions), _calls.set(calls)
     try:
         yield
     finally:
+        _calls.reset(calls_token)
         _in_use.reset(token)
 
 
