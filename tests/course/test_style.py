@@ -66,10 +66,14 @@ def test_no_figure_text_is_smaller_than_10_points():
     assert not small, small
 
 
-def test_show_figure_prints_its_description_and_closes_the_figure(capsys):
+def test_show_figure_prints_its_description_and_closes_the_figure(capsys, monkeypatch):
     plt = pytest.importorskip("matplotlib.pyplot")
 
+    from haaw.course import style
     from haaw.course.style import show_figure
+
+    # outside a kernel: an IPython shell another test left in this process would display the figure's text too
+    monkeypatch.setattr(style, "_ipython", lambda: None)
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
