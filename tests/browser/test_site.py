@@ -213,8 +213,9 @@ def test_every_notebook_page_has_its_launch_links_and_no_widget_left(site):
         html = (site / "notebooks" / inside.with_suffix(".html")).read_text()
         binder = f"https://mybinder.org/v2/{repository}/HEAD?urlpath=lab/tree/notebooks/{inside.as_posix()}"
         assert binder in html.replace("&amp;", "&"), f"{path.name}: no Binder link"
-        download = re.search(rf'href="(\.\./_downloads/[0-9a-f]+/{re.escape(path.name)})"', html)
-        assert download and (site / "notebooks" / download.group(1)).is_file(), f"{path.name}: no download"
+        download = re.search(rf'href="((?:\.\./)+_downloads/[0-9a-f]+/{re.escape(path.name)})"', html)
+        page_folder = (site / "notebooks" / inside).parent
+        assert download and (page_folder / download.group(1)).is_file(), f"{path.name}: no download"
         assert "widget-view+json" not in html, f"{path.name}: an explorer's widget output is left on the page"
         if "widget-view+json" in path.read_text():
             assert "Interactive explorer" in html, f"{path.name}: an explorer without its note"
