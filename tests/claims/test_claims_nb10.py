@@ -531,6 +531,7 @@ def test_10_the_capstone_trains_on_every_piece_the_learner_wrote(capsys):
 
 def test_10_the_loss_figures_keep_their_legends_off_the_data():
     """The core's training curves and the companion's everything-on run: each legend lies outside its axes."""
+    pytest.importorskip("matplotlib")
     import ast
 
     import matplotlib
