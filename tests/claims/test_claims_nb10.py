@@ -444,10 +444,11 @@ def test_10_under_ddp_a_worker_s_fp16_backward_sees_one_over_its_own_tokens(stor
     read = stored_output("10", "def micro_batch_gradient(")
     whole = re.search(r"nonzero entries below 2\^-14, fp16's smallest normal number: (\d+)%", read)
     worker = re.search(r"one worker's 2\^14 tokens \(8 workers\), fp16 without a scale: nonzero entries below 2\^-14: "
-                       r"(\d+)%; ([\d.]+)% became 0; gradient vs float64's: within (\S+)", read)
+                       r"(\d+)%; (under 0\.1|[\d.]+)% became 0; gradient vs float64's: within (\S+)", read)
     lost_whole = float(re.search(r"float16   scale 2\^0 +([\d.]+)% of the nonzero", read).group(1))
     assert int(worker.group(1)) < int(whole.group(1))         # fewer below fp16's smallest normal number
-    assert 0 < float(worker.group(2)) < lost_whole            # fewer become 0
+    fewer = 0.1 if worker.group(2) == "under 0.1" else float(worker.group(2))  # "under 0.1%": its digits vary by CPU
+    assert fewer < lost_whole                                 # fewer become 0
     assert float(worker.group(3)) < 1e-1                      # closer to float64's than the 2^17 run's 1e-01
 
 
