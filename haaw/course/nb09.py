@@ -64,6 +64,44 @@ def set_grads(model, vector) -> None:
         p.grad = piece.reshape(p.shape)
 
 
+def gradient_spread(weights, x, y, batch: int, draws: int = 200, seed: int = 0) -> tuple[float, float]:
+    """Section 6: the gradients of ``draws`` random batches of ``batch`` examples (the mean loss over each), against
+    the whole data set's. (how far their average lies from it, relative; the root-mean-square distance of one
+    batch's gradient from it, relative): the mean is unchanged, the noise shrinks as the batch grows."""
+    rng = np.random.default_rng(seed)
+    full = flat(shard_gradient(weights, x, y))
+    grads = np.array([flat(shard_gradient(weights, x[rows], y[rows]))
+                      for rows in (rng.choice(len(x), batch, replace=False) for _ in range(draws))])
+    size = np.linalg.norm(full)
+    return (float(np.linalg.norm(grads.mean(axis=0) - full) / size),
+            float(np.sqrt(np.mean(np.sum((grads - full) ** 2, axis=1))) / size))
+
+
+def loss_after(weights, x, y, batch: int, lr: float, examples: int, seed: int = 0) -> float:
+    """Section 6: plain SGD from ``weights`` on shuffled batches of ``batch`` examples (the mean loss of each) until
+    ``examples`` examples have been seen; the mean loss over all of ``x`` then, or inf once it has grown past 100
+    times its start (diverged: the run stops there, before its numbers overflow)."""
+    from ..optim import SGD
+
+    model = model_with(weights)
+    optimizer = SGD(model.parameters(), lr=lr)
+    rng = np.random.default_rng(seed)
+    start = summed_loss(model, x, y).item() / len(x)
+    seen = 0
+    while seen < examples:
+        for rows in np.array_split(rng.permutation(len(x)), len(x) // batch):   # one epoch: every example once
+            optimizer.zero_grad()
+            loss = summed_loss(model, x[rows], y[rows]) / len(rows)
+            if not loss.item() < 100 * start:
+                return float("inf")
+            loss.backward()
+            optimizer.step()
+            seen += len(rows)
+            if seen >= examples:
+                break
+    return summed_loss(model, x, y).item() / len(x)
+
+
 def shard_gradient(weights, x, y, total: int | None = None) -> list:
     """Gradient of (sum of this shard's squared errors) / total, as plain arrays."""
     model = model_with(weights)

@@ -390,3 +390,65 @@ def test_09_the_microbatch_loss_checker_accumulates_over_five_splits_of_four_bat
 
     cases = REGISTRY["09-token-weighted"].cases()
     assert len(cases) == 5 and len({case.args[0] for case in cases}) == 4
+
+
+# --- section 6: the learning rate and the effective batch ------------------------------------------------------
+def _per_example_gradients(weights, x, y):
+    """Each example's gradient of its own squared error, one row each: the batch gradient of a mean loss is the
+    mean of its rows, whatever code computes it."""
+    return np.array([np.concatenate([np.ravel(g) for g in shard_gradient(weights, x[i:i + 1], y[i:i + 1])])
+                     for i in range(len(x))])
+
+
+def test_09_a_batch_s_noise_halves_when_it_grows_fourfold_and_its_mean_is_the_whole_set_s(stored_output):
+    from haaw.course.nb09 import gradient_spread
+
+    x, y = make_data(512, seed=1)
+    weights = initial_weights()
+    rows = _per_example_gradients(weights, x, y)
+    full = rows.mean(axis=0)
+    variance = np.mean(np.sum((rows - full) ** 2, axis=1)) * len(x) / (len(x) - 1)
+    read = stored_output("09", "gradient_spread(weights")
+    printed = {int(b): (int(n), int(m)) for b, n, m in
+               re.findall(r"batch +(\d+): one batch's gradient strays (\d+)% .*?batches' (\d+)%", read)}
+    assert sorted(printed) == [4, 16, 64]
+    for batch, (noise, mean_off) in printed.items():
+        # sampling without replacement: the rms distance of a batch mean from the whole mean, as a formula
+        expected = np.sqrt(variance / batch * (len(x) - batch) / (len(x) - 1)) / np.linalg.norm(full)
+        assert abs(noise / 100 - expected) < 0.15 * expected             # 200 draws: within sampling error
+        assert mean_off / 100 < 2 * expected / np.sqrt(200)               # the mean stays the whole set's
+        assert gradient_spread(weights, x, y, batch) == pytest.approx((mean_off / 100, noise / 100), abs=0.005)
+    assert 1.7 < printed[4][0] / printed[16][0] < 2.4 and 1.7 < printed[16][0] / printed[64][0] < 2.4   # "√2" per ×2
+
+
+def test_09_loss_after_is_plain_sgd_on_shuffled_batches_of_a_mean_loss():
+    from haaw.course.nb09 import loss_after
+
+    x, y = make_data(512, seed=1)
+    weights = initial_weights()
+    model = model_with(weights)
+    optimizer = SGD(model.parameters(), lr=0.08)
+    order = np.random.default_rng(0).permutation(512)   # the first epoch's order: 4096 examples would need 8
+    for rows in np.array_split(order, 32)[:20]:            # 20 steps of 16 examples = 320 examples
+        optimizer.zero_grad()
+        (summed_loss(model, x[rows], y[rows]) / 16).backward()
+        optimizer.step()
+    by_hand = summed_loss(model, x, y).item() / 512
+    assert loss_after(weights, x, y, batch=16, lr=0.08, examples=320) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_09_linear_scaling_holds_to_a_batch_of_32_and_breaks_at_64_and_128(stored_output):
+    from haaw.course.nb09 import loss_after
+
+    read = stored_output("09", "def verdict(loss, reference):")
+    table = {int(b): (float(lr), s.strip(), f.strip()) for b, lr, s, f in
+             re.findall(r"^ *(\d+) +([\d.]+)  (.{13})  (.+)$", read, re.M)}
+    assert sorted(table) == [8, 16, 32, 64, 128]
+    assert all(lr == pytest.approx(0.02 * b / 4) for b, (lr, _, _) in table.items())      # rates scaled linearly
+    assert all(table[b][1] in ("within 1%", "within 5%") for b in (8, 16, 32))           # "near, up to 32"
+    assert table[64][1] == "within 20%" and table[128][1] == "diverged"                  # "higher"; "diverges"
+    assert all(float(f.split()[0]) >= 3 for _, _, f in table.values())                   # unscaled: "far behind"
+    assert "the whole set's gradient, 300 steps at lr 0.64: diverged" in read
+    x, y = make_data(512, seed=1)
+    whole = loss_after(initial_weights(), x, y, batch=512, lr=0.32, examples=300 * 512)
+    assert whole < 0.1   # half that rate converges on the whole set's gradient: 0.64 overshoots, it is no noise
