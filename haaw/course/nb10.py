@@ -19,7 +19,7 @@ from ..engine import Tensor, checkpoint, no_grad
 from ..nn import LayerNorm, Linear, Module, TransformerBlock
 from ..nn.functional import causal_mask, cross_entropy
 from ..nn.utils import clip_grad_norm_
-from ..optim import Adam
+from ..optim import Adam, AdamW
 from .nb09 import Ring, ring
 
 
@@ -224,6 +224,10 @@ class Recipe:
     decay_from     the step the half cosine starts from (None: where the warmup ends); between the warmup's end
                    and it, the rate is ``lr``. A control that differs from another run in its warmup only sets
                    it to the other run's warmup.
+    weight_decay   0 (the default): Adam. Above 0: AdamW, each step shrinking the weights of the matrix products and
+                   the embeddings by lr · weight_decay of themselves; biases and layer norms' weights and biases,
+                   in a parameter group of their own, are not decayed (as nanoGPT's recipe does).
+    decay_all      the control for ``weight_decay``: one group, every parameter decayed, norms and biases too.
     workers        simulated data-parallel workers, each with its own copy of everything, the batch split
                    between them (09).
     all_reduce     sum the workers' gradients with the ring all-reduce of 09 (averaging, when the losses
@@ -238,6 +242,8 @@ class Recipe:
     warmup: int = 0
     decay_from: int | None = None
     floor: float = 0.0
+    weight_decay: float = 0.0
+    decay_all: bool = False
     steps: int = 100
     workers: int = 1
     all_reduce: bool = True
@@ -264,6 +270,16 @@ class Recipe:
         return self.lr * (self.floor + (1 - self.floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def decay_groups(params, decay_all: bool = False) -> list[dict]:
+    """AdamW's parameter groups: the matrices (2 or more dimensions: the products' weights, the embeddings) decayed,
+    the rest (biases, layer norms' weights and biases) in a group with ``weight_decay`` 0; one group if
+    ``decay_all``."""
+    if decay_all:
+        return [{"params": list(params)}]
+    return [{"params": [p for p in params if p.data.ndim >= 2]},
+            {"params": [p for p in params if p.data.ndim < 2], "weight_decay": 0.0}]
+
+
 class Worker:
     """One data-parallel worker: its model (in the compute format), the weights its optimizer updates (fp32
     masters in a 16-bit format, else the model's own), its optimizer and its loss scaler."""
@@ -280,7 +296,8 @@ class Worker:
             for p in params:
                 p.data = p.data.astype(recipe.precision)
             self.weights = params
-        self.optimizer = Adam(self.weights, lr=recipe.lr)
+        self.optimizer = (AdamW(decay_groups(self.weights, recipe.decay_all), lr=recipe.lr,
+                                weight_decay=recipe.weight_decay) if recipe.weight_decay else Adam(self.weights, lr=recipe.lr))
         self.scaler = (DynamicLossScaler(recipe.init_scale, growth_interval=recipe.growth_interval)
                        if recipe.loss_scaling else None)
 
@@ -321,6 +338,8 @@ class Worker:
         norm = clip_grad_norm_(self.weights, recipe.max_norm) if recipe.max_norm else float(
             np.sqrt(sum(float(np.sum(w.grad.astype(np.float64) ** 2)) for w in self.weights)))
         self.optimizer.lr = lr
+        for group in getattr(self.optimizer, "param_groups", ()):
+            group["lr"] = lr                        # AdamW reads its rate from each group
         self.optimizer.step()
         if recipe.narrow:
             for p, w in zip(self.model.parameters(), self.weights):
@@ -383,7 +402,7 @@ def flat_weights(model: TinyGPT) -> np.ndarray:
 
 def train_in_torch(recipe: Recipe, model: TinyGPT, batches, torch) -> tuple[list, list, list]:
     """The recipe's steps written again in PyTorch, from ``model``'s weights, on the given (x, y) batches:
-    fp32 (or float64) parameters that ``torch.optim.Adam`` updates, ``torch.autocast("cpu", torch.bfloat16)``
+    fp32 (or float64) parameters that ``torch.optim.Adam`` (``AdamW`` with the same groups, with weight decay) updates, ``torch.autocast("cpu", torch.bfloat16)``
     for a bfloat16 recipe, ``torch.utils.checkpoint`` around each block, micro-batches whose ``.grad`` add up,
     ``torch.amp.GradScaler`` (scale, unscale_, step, update), ``clip_grad_norm_`` after unscaling, the
     learning rate set each step. The workers' shares are micro-batches too: summing them is what the ring
@@ -397,7 +416,11 @@ def train_in_torch(recipe: Recipe, model: TinyGPT, batches, torch) -> tuple[list
     params = model.parameters()
     P = {id(p): torch.tensor(np.asarray(p.data, dtype=np.float64), dtype=wide, requires_grad=True) for p in params}
     ordered = [P[id(p)] for p in params]
-    optimizer = torch.optim.Adam(ordered, lr=recipe.lr)
+    if recipe.weight_decay:   # the same groups as haaw's, in torch.optim.AdamW's own form
+        groups = [{**g, "params": [P[id(p)] for p in g["params"]]} for g in decay_groups(params, recipe.decay_all)]
+        optimizer = torch.optim.AdamW(groups, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    else:
+        optimizer = torch.optim.Adam(ordered, lr=recipe.lr)
     scaler = torch.amp.GradScaler("cpu", init_scale=recipe.init_scale, growth_interval=recipe.growth_interval,
                                   enabled=recipe.loss_scaling)
 

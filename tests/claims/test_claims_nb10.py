@@ -1,6 +1,7 @@
 """The claims of notebook 10: each figure or causal claim the notebook states, asserted."""
 import inspect
 import re
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -372,7 +373,7 @@ def test_10_two_workers_with_the_ring_take_one_worker_s_steps_and_without_it_dri
     assert np.max(np.abs(c - d)) > 1e-3 and np.max(np.abs(c - alone)) > 1e-3
     # a ring of 2 sends 2·(N − 1)/N = 1 gradient per worker per step: 28,511 float64 numbers
     assert two.bytes_sent // 5 == 28511 * 8 == 228088
-    read = stored_output("10", "runs[label] = nb10.Trainer(")
+    read = stored_output("10", "worker_runs[label] = nb10.Trainer(")
     assert "bytes each worker sent per step: 228,088 (the gradient: 228,088 bytes)" in read
     assert "peak saved per worker: 50% of one worker's" in read
 
@@ -560,3 +561,118 @@ def test_10_the_loss_figures_keep_their_legends_off_the_data():
         box, axes = legend.get_window_extent(), ax.get_window_extent()
         assert not box.overlaps(axes), f"{marker}: the legend lies over the axes"
         plt.close(fig)
+
+
+def _layer_norms(model):
+    return [block.ln1 for block in model.blocks] + [block.ln2 for block in model.blocks] + [model.ln]
+
+
+def test_10_adamw_s_groups_decay_the_matrices_and_embeddings_only_and_the_control_decays_all():
+    model = TinyGPT(31, seed=0)
+    groups = nb10.decay_groups(model.parameters())
+    decayed, spared = ({id(p) for p in g["params"]} for g in groups)
+    assert groups[1]["weight_decay"] == 0.0 and "weight_decay" not in groups[0]   # the first takes AdamW's setting
+    assert {id(model.token), id(model.position), id(model.head.weight)} <= decayed
+    for norm in _layer_norms(model):
+        assert {id(norm.weight), id(norm.bias)} <= spared
+    assert id(model.head.bias) in spared and len(decayed) + len(spared) == len(model.parameters()) == 38
+    assert len(nb10.decay_groups(model.parameters(), decay_all=True)) == 1
+    # one step from the same weights: the spared parameters take Adam's step bit for bit; a decayed one takes
+    # Adam's step from the weight first shrunk by lr · weight_decay (written out here, not read from AdamW)
+    adam, grouped, every = (nb10.Trainer(r, 31, seed=0) for r in (
+        nb10.Recipe(), nb10.Recipe(weight_decay=1.0), nb10.Recipe(weight_decay=1.0, decay_all=True)))
+    for trainer in (adam, grouped, every):
+        trainer.step(X1, Y1)
+    start = TinyGPT(31, seed=0).parameters()
+    for before, a, g, e in zip(start, adam.model.parameters(), grouped.model.parameters(), every.model.parameters()):
+        if before.data.ndim >= 2:
+            np.testing.assert_allclose(g.data, a.data - 0.003 * 1.0 * before.data, rtol=1e-12, atol=1e-15)
+        else:
+            assert np.array_equal(g.data, a.data)
+        np.testing.assert_allclose(e.data, a.data - 0.003 * before.data, rtol=1e-12, atol=1e-15)
+
+
+def test_10_adamw_s_groups_and_the_control_agree_with_torch_s_adamw():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    batches = [random_batch(TRAIN, 16, 32, rng) for _ in range(3)]
+    for decay_all in (False, True):
+        recipe = nb10.Recipe(weight_decay=1.0, decay_all=decay_all, warmup=2, steps=3)
+        ours = nb10.Trainer(recipe, 31, seed=0)
+        for x, y in batches:
+            ours.step(x, y)
+        losses, weights, _ = nb10.train_in_torch(recipe, TinyGPT(31, seed=0), batches, torch)
+        np.testing.assert_allclose(ours.log["loss"], losses, rtol=1e-12)
+        np.testing.assert_allclose(nb10.flat_weights(ours.model), np.concatenate([w.ravel() for w in weights]),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_10_at_nanogpt_s_decay_the_weights_shrink_under_1_percent_in_60_steps():
+    recipe = nb10.Recipe(lr=0.003, warmup=10, steps=60)
+    assert 0.005 < 1 - np.prod([1 - 0.1 * recipe.learning_rate(s) for s in range(60)]) < 0.01
+
+
+def _read(stored_output, source, pattern):
+    return {label.strip(): tuple(map(float, numbers)) for label, *numbers in
+            re.findall(pattern, stored_output("10", source))}
+
+
+def test_10_the_floor_ends_lower_than_decay_to_0_in_both_losses(stored_output):
+    runs = _read(stored_output, 'for label, floor in (("decays to 0', r"(.+?) +rate at step 59: ([\d.]+); mean loss over "
+                 r"steps 51-60: ([\d.]+); held-out loss: ([\d.]+)")
+    control, floored = runs["decays to 0 (control)"], runs["floor of 10%"]
+    assert control[0] == 0 and floored[0] == 0.0003
+    assert floored[1] < control[1] and floored[2] < control[2]
+
+
+def test_10_decaying_the_norms_pulls_their_gains_down_and_the_groups_do_not(stored_output):
+    runs = _read(stored_output, "def gains_and_matrices(model):", r"(.+?) +layer-norm gain ([\d.]+); matrices (\d+)% "
+                 r"of Adam's; loss over steps 41-60 ([\d.]+); held-out ([\d.]+)")
+    adam, groups, every = runs["Adam, no decay"], runs["AdamW, groups"], runs["AdamW, all (control)"]
+    assert abs(groups[0] - adam[0]) < 0.005 and every[0] < 0.95          # "only the control pulls the gains below 1"
+    assert groups[1] == every[1] < 95 and adam[1] == 100                # "the same share"
+    assert every[2] > groups[2] > adam[2] and every[3] > groups[3] > adam[3]   # highest; a little above Adam's
+    assert groups[2] - adam[2] < 0.01
+
+
+def test_10_the_6n_rule_with_attention_is_the_engine_s_count_of_its_products(stored_output):
+    model = TinyGPT(31, seed=0)
+    x, y = random_batch(DATA, 16, 32, np.random.default_rng(0))
+    with count_flops() as counter:
+        F.cross_entropy(model(x).reshape(-1, 31), y.reshape(-1)).backward()
+    products = sum(counter.forward[op] + counter.backward[op] for op in ("linear", "matmul"))
+    # the matrices of the products, counted by hand: per block qkv 32x96, out 32x32, feed-forward 32x128 and 128x32
+    N = 2 * (32 * 96 + 32 * 32 + 32 * 128 + 128 * 32) + 32 * 31
+    rule = 6 * N * 512 + 12 * 2 * 32 * 32 * 512
+    assert N == 25_568 and 0 < 1 - rule / products < 0.005       # "within half a percent"
+    biases = 2 * (96 + 32 + 128 + 32) + 31
+    assert products - rule == biases * 512                       # "the rest are the bias gradients' sums"
+    read = stored_output("10", "lookups = {id(clock_model.token)")
+    assert f"counted, the engine's matrix products: {products:,}, the rule 0.3% below it" in read
+    assert "+10% off the count; attention left out, -14%" in read
+
+
+def test_10_the_mfu_of_the_core_s_step_is_below_half_on_this_cpu():
+    from threadpoolctl import threadpool_limits
+    model = TinyGPT(31, seed=0)
+    optimizer = Adam(model.parameters(), lr=3e-3)
+    x, y = random_batch(DATA, 16, 32, np.random.default_rng(0))
+    big = np.random.default_rng(0).standard_normal((1024, 1024))
+
+    def fastest(fn, repeats=3):
+        best = np.inf
+        for _ in range(repeats):
+            start = time.thread_time()
+            fn()
+            best = min(best, time.thread_time() - start)
+        return best
+
+    def step():
+        optimizer.zero_grad()
+        F.cross_entropy(model(x).reshape(-1, 31), y.reshape(-1)).backward()
+        optimizer.step()
+
+    with threadpool_limits(1):
+        peak = 2 * 1024**3 / fastest(lambda: big @ big)
+        seconds = fastest(step)
+    assert 91_438_592 / seconds / peak < 0.5
