@@ -607,9 +607,9 @@ def test_10_adamw_s_groups_and_the_control_agree_with_torch_s_adamw():
                                    rtol=1e-9, atol=1e-12)
 
 
-def test_10_at_nanogpt_s_decay_the_weights_shrink_under_1_percent_in_60_steps():
-    recipe = nb10.Recipe(lr=0.003, warmup=10, steps=60)
-    assert 0.005 < 1 - np.prod([1 - 0.1 * recipe.learning_rate(s) for s in range(60)]) < 0.01
+def test_10_at_nanogpt_s_decay_the_weights_shrink_under_1_percent_in_40_steps():
+    recipe = nb10.Recipe(lr=0.003, warmup=10, steps=40)
+    assert 0.004 < 1 - np.prod([1 - 0.1 * recipe.learning_rate(s) for s in range(40)]) < 0.01
 
 
 def _read(stored_output, source, pattern):
@@ -618,19 +618,19 @@ def _read(stored_output, source, pattern):
 
 
 def test_10_the_floor_ends_lower_than_decay_to_0_in_both_losses(stored_output):
-    runs = _read(stored_output, 'for label, floor in (("decays to 0', r"(.+?) +rate at step 59: ([\d.]+); mean loss over "
-                 r"steps 51-60: ([\d.]+); held-out loss: ([\d.]+)")
+    runs = _read(stored_output, 'for label, floor in (("decays to 0', r"(.+?) +rate at step 39: ([\d.]+); mean loss over "
+                 r"steps 31-40: ([\d.]+); held-out loss: ([\d.]+)")
     control, floored = runs["decays to 0 (control)"], runs["floor of 10%"]
-    assert control[0] == 0 and floored[0] == 0.0003
+    assert control[0] < 0.0001 < 0.0003 < floored[0] < 0.00032     # "close to 0"; "a tenth of the peak"
     assert floored[1] < control[1] and floored[2] < control[2]
 
 
 def test_10_decaying_the_norms_pulls_their_gains_down_and_the_groups_do_not(stored_output):
     runs = _read(stored_output, "def gains_and_matrices(model):", r"(.+?) +layer-norm gain ([\d.]+); matrices (\d+)% "
-                 r"of Adam's; loss over steps 41-60 ([\d.]+); held-out ([\d.]+)")
+                 r"of Adam's; loss over steps 31-40 ([\d.]+); held-out ([\d.]+)")
     adam, groups, every = runs["Adam, no decay"], runs["AdamW, groups"], runs["AdamW, all (control)"]
-    assert abs(groups[0] - adam[0]) < 0.005 and every[0] < 0.95          # "only the control pulls the gains below 1"
-    assert groups[1] == every[1] < 95 and adam[1] == 100                # "the same share"
+    assert abs(groups[0] - adam[0]) < 0.005 and groups[0] > 1 > 0.97 > every[0]   # "only the control pulls the gains below 1"
+    assert groups[1] == every[1] < 97 and adam[1] == 100                # "the same share"
     assert every[2] > groups[2] > adam[2] and every[3] > groups[3] > adam[3]   # highest; a little above Adam's
     assert groups[2] - adam[2] < 0.01
 
