@@ -111,7 +111,8 @@ def exercise_cells(source: str, stem: str):
         body.pop()
     ex = REGISTRY[key]
     solution = "\n".join([*body, "", BEGIN, answer_code(ex, name), END])
-    test = (f'verdict = check("{key}", {name})\n'
+    test = ("from haaw.course.exercises import check  # the course's own, whatever an answer cell called check\n"
+            f'verdict = check("{key}", {name})\n'
             "print(verdict)  # what the checker says: the learner's feedback\n"
             f'assert verdict.correct, "{key} is not solved yet (the message above says why)"')
     return solution, test, key
@@ -182,7 +183,7 @@ def main(argv=None) -> int:
 
     graded = [c.metadata["nbgrader"] for p in written for c in nbformat.read(p, as_version=4).cells
               if c.metadata["nbgrader"]["grade"]]
-    print(f"wrote {len(written)} assignments, {len(graded)} graded exercises worth "
+    print(f"wrote {len(written)} assignment{'s' * (len(written) != 1)}, {len(graded)} graded exercises worth "
           f"{sum(g['points'] for g in graded)} points, to {args.out}/source; "
           f"then, in {args.out}: nbgrader generate_assignment <name>")
     return 0
