@@ -49,6 +49,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
 }
+# nbgrader's server extensions: installed with the maintainers' requirements for grading, not in a learner's lab
+NBGRADER = ("formgrader", "validate_assignment", "assignment_list", "course_list")
 # What an explorer shows, minus the sliders' own readouts: text, pictures, drawings.
 EXPLORER_VIEW_JS = """cell => [...cell.querySelectorAll(
     '.jp-OutputArea .widget-html-content, .jp-OutputArea pre, .jp-OutputArea img, .jp-OutputArea svg')]
@@ -147,6 +149,9 @@ def lab(tmp_path_factory):
     for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
                 "MPLCONFIGDIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
         env[var] = str(home / var.lower())
+    page_config = Path(env["JUPYTER_CONFIG_DIR"]) / "labconfig" / "page_config.json"  # and nbgrader's menus
+    page_config.parent.mkdir(parents=True, exist_ok=True)
+    page_config.write_text(json.dumps({"disabledExtensions": {"@jupyter/nbgrader": True}}))
     for name, settings in LAB_SETTINGS.items():
         path = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,9 +168,11 @@ def lab(tmp_path_factory):
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={served}",
                "--LabApp.news_url=None", "--LabApp.expose_app_in_browser=True",
                # server extensions no notebook uses (language servers, terminals, the classic notebook's
-               # shim): without them the server starts in about 2 s instead of 3.5
+               # shim): without them the server starts in about 2 s instead of 3.5; and nbgrader's, which the
+               # maintainers' install has for grading (requirements-no-torch.txt) and the learners' image has not;
+               # a Python literal, as traitlets reads it
                '--ServerApp.jpserver_extensions={"jupyter_lsp": False, "jupyter_server_terminals": False, '
-               '"notebook_shim": False}']  # a Python literal, as traitlets reads it
+               '"notebook_shim": False, ' + ", ".join(f'"nbgrader.server_extensions.{n}": False' for n in NBGRADER) + '}']
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     log = open(served / "server.log", "w")

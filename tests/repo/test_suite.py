@@ -68,3 +68,24 @@ def test_the_longest_notebook_is_handed_out_first():
     assert ids[0] == f"{where}::Cell 0", ids[:3]
     cells = [int(i.rsplit(" ", 1)[1]) for i in ids if i.startswith(f"{where}::Cell ")]
     assert cells == sorted(cells) and ids[len(cells)].endswith("every cell again, last first")
+
+
+def _commands(text: str) -> list:
+    """The test and lint commands of a shell script or a README's code block, comments taken off."""
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in text.splitlines()
+            if re.match(r"\s*(pytest|ruff)\b", line)]
+
+
+def test_ci_runs_the_readme_s_commands_and_with_them_nbgrader_s_round_trip():
+    """.ci/run is the README's install and test commands; the tier they share holds the nbgrader round trip, whose
+    tool the install pins (the learners' Binder image does not have it)."""
+    readme = (ROOT / "README.md").read_text().split("## Tests", 1)[1].split("```", 2)[1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert _commands(ci) and set(_commands(ci)) <= set(_commands(readme)), "CI runs what the README says, no more"
+    tier = next(c for c in _commands(ci) if '-m "not browser"' in c)
+    assert "pip install -r requirements.txt" in ci and tier in _commands(readme)
+    assert re.search(r"^nbgrader==", (ROOT / "requirements-no-torch.txt").read_text(), flags=re.MULTILINE)
+    assert "nbgrader" not in (ROOT / "binder" / "requirements.txt").read_text().lower()
+    source = (ROOT / "tests" / "course" / "test_nbgrader.py").read_text()
+    marks = re.search(r"((?:@pytest\.mark\.\w+\n)+)def test_nbgrader_generates_autogrades", source).group(1)
+    assert "browser" not in marks and "mark.nbgrader" in marks  # so the "not browser" tier runs it
