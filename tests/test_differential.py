@@ -475,3 +475,66 @@ def test_an_operation_that_returns_its_input_shares_its_version_counter(how, see
             build(lambda d: Tensor(d.copy(), requires_grad=True), haaw)
         return
     compare(build(lambda d: Tensor(d.copy(), requires_grad=True), haaw), program_torch, how)
+
+
+# --- Tensor.register_hook ----------------------------------------------------------------------------------------
+HOOKS = {"double": lambda g: g * 2.0, "shift": lambda g: g + 1.0, "clip": lambda g: g.clip(-0.5, 0.5),
+         "none": lambda g: None}
+
+
+@FEW
+@given(program=programs, shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+       hooks=st.lists(st.tuples(st.integers(0, 20), st.sampled_from(sorted(HOOKS)), st.booleans()), max_size=5),
+       seed=st.integers(0, 2**16))
+def test_gradient_hooks_see_and_replace_what_pytorch_s_do(program, shapes, hooks, seed):
+    """Hooks on leaves and intermediates, several on one tensor, some removed after the first backward: each hook
+    must see the gradient torch's sees (the whole of the pass, after the hooks registered before it), and what
+    it returns must replace the gradient, as in torch. haaw had no register_hook."""
+    rng = np.random.default_rng(seed)
+    data = [rng.standard_normal(s) for s in shapes]
+    pools = run(program, [Tensor(d.copy(), requires_grad=True) for d in data]), \
+        run(program, [as_torch(d) for d in data])
+    weights = [rng.standard_normal(tuple(t.shape)) for t in pools[0]]
+    seen, handles = ({}, {}), ([], [])
+    for side, pool in enumerate(pools):
+        for k, (at, kind, removed) in enumerate(hooks):
+            def hook(g, k=k, kind=kind, side=side):
+                seen[side].setdefault(k, []).append(np.array(g.detach().numpy() if side else g, dtype=np.float64))
+                return HOOKS[kind](g)
+            handle = pool[at % len(pool)].register_hook(hook)
+            if removed:
+                handles[side].append(handle)
+    for side, (pool, lib_weights) in enumerate(zip(pools, (weights, [torch.tensor(w) for w in weights]))):
+        loss = loss_of(pool, lib_weights)
+        loss.backward(retain_graph=True)
+        for handle in handles[side]:
+            handle.remove()
+        loss.backward()
+    for k in range(len(data)):
+        compare(pools[0][k].grad, pools[1][k].grad, f"gradient of leaf {k} after {program} with hooks {hooks}")
+    assert seen[0].keys() == seen[1].keys(), f"hooks called: {sorted(seen[0])} against torch's {sorted(seen[1])}"
+    for k in seen[0]:
+        assert len(seen[0][k]) == len(seen[1][k]), f"hook {k} ran {len(seen[0][k])} times, torch's {len(seen[1][k])}"
+        for ours, theirs in zip(seen[0][k], seen[1][k]):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12, err_msg=f"what hook {k} saw")
+
+
+def test_a_hook_on_a_weight_a_checkpoint_captures_runs_once_on_the_whole_gradient():
+    """A weight used inside a checkpoint and outside it: its hook sees the sum of both paths once, as torch's,
+    not the recomputation's share first and then the sum again."""
+    data = np.array([0.5, -1.5, 2.0])
+
+    def build(lib):
+        w = Tensor(data.copy(), requires_grad=True) if lib is haaw else as_torch(data)
+        x = Tensor(data * 3, requires_grad=True) if lib is haaw else as_torch(data * 3)
+        calls = []
+        w.register_hook(lambda g: calls.append(np.array(g.detach().numpy() if lib is torch else g)) or g.clip(-1, 1))
+        inner = haaw.checkpoint(lambda h: (h * w).tanh(), x) if lib is haaw else \
+            torch.utils.checkpoint.checkpoint(lambda h: (h * w).tanh(), x, use_reentrant=False)
+        (inner.sum() + (w * w).sum()).backward()
+        return calls, np.array(w.grad.detach().numpy() if lib is torch else w.grad)
+
+    (ours, our_grad), (theirs, their_grad) = build(haaw), build(torch)
+    assert len(ours) == len(theirs) == 1, f"the hook ran {len(ours)} times, torch's {len(theirs)}"
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-9)
+    np.testing.assert_allclose(our_grad, their_grad, rtol=1e-9)

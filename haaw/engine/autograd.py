@@ -15,6 +15,7 @@ same two loops with the node methods written out in place (``_values_backward``)
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Protocol, Sequence, runtime_checkable
 
 from .guard import refusable
@@ -74,22 +75,46 @@ def backward(root: Node, seed, on_step=None) -> list:
     if on_step is None and hasattr(root, "_local"):  # Values keep their local derivatives as numbers
         _values_backward(order, seed)
         return order
+    hooked, held, outer = set(), {}, _held.get()
     for node in order:
         if node._parents:
             node._reset_grad()
-    root._add_grad(seed)
-    for node in order:
-        parents = node._parents
-        if not parents:
-            continue
-        upstream = node.grad
-        contributions = node._vjp(upstream)
-        for parent, contribution in zip(parents, contributions):
-            if contribution is not None:
-                parent._add_grad(contribution)
-        if on_step is not None:
-            on_step(node, upstream, contributions)
+        if getattr(node, "_hooks", ()) and node not in outer:  # Tensor.register_hook: see _run_hooks
+            hooked.add(node)
+            if not node._parents:  # a leaf's hooks see this pass's gradient alone: set aside what it holds
+                held[node], node.grad = node.grad, None
+    token = _held.set(outer | held.keys()) if held else None
+    try:
+        root._add_grad(seed)
+        for node in order:
+            parents = node._parents
+            if not parents:
+                continue
+            if hooked and node in hooked and node.grad is not None:  # all of its gradient has arrived
+                node.grad = node._run_hooks(node.grad)
+            upstream = node.grad
+            contributions = node._vjp(upstream)
+            for parent, contribution in zip(parents, contributions):
+                if contribution is not None:
+                    parent._add_grad(contribution)
+            if on_step is not None:
+                on_step(node, upstream, contributions)
+        for leaf, earlier in held.items():  # last: a checkpoint's recomputation may add to a leaf it captured
+            grad = None if leaf.grad is None else leaf._run_hooks(leaf.grad)
+            leaf.grad = earlier if grad is None else grad if earlier is None else earlier + grad
+    except BaseException:
+        for leaf, earlier in held.items():  # a hook or an operation failed: the hooked leaves keep what they had
+            leaf.grad = earlier
+        raise
+    finally:
+        if token is not None:
+            _held.reset(token)
     return order
+
+
+# The leaves whose hooks an enclosing pass runs: a checkpoint's recomputation, a backward inside backward, adds
+# to them and leaves the hooks to that pass, which runs them once on the whole gradient, as PyTorch's one pass.
+_held: ContextVar[frozenset] = ContextVar("haaw_hooked_leaves", default=frozenset())
 
 
 def _values_backward(order: list, seed: float) -> None:

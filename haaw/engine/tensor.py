@@ -118,7 +118,7 @@ def wrap(array: np.ndarray) -> "Tensor":
     """A new Tensor around ``array`` (no copy, no checks): how operations return their results."""
     t = Tensor.__new__(Tensor)
     t.data, t.grad, t.requires_grad, t.label = array, None, False, ""
-    t._parents, t._ctx, t._vc = (), None, [0]
+    t._parents, t._ctx, t._vc, t._hooks = (), None, [0], ()
     return t
 
 
@@ -137,7 +137,7 @@ class Tensor:
     ``Tensor(data)`` copies ``data``, as ``torch.tensor`` does (``from_numpy`` shares it instead).
     """
 
-    __slots__ = ("data", "grad", "requires_grad", "label", "_parents", "_ctx", "_vc")
+    __slots__ = ("data", "grad", "requires_grad", "label", "_parents", "_ctx", "_vc", "_hooks")
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, label: str = ""):
         if isinstance(data, Tensor):
@@ -159,6 +159,7 @@ class Tensor:
         self._parents = ()
         self._ctx = None
         self._vc = [0]  # version counter, shared with views: bumped by every in-place change
+        self._hooks = ()  # what register_hook added, in order: each a RemovableHandle
 
     @property
     def _version(self) -> int:
@@ -255,6 +256,40 @@ class Tensor:
             raise TypeError(f"only floating-point tensors can require gradients; this one is {self.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
+
+    def register_hook(self, hook) -> "RemovableHandle":
+        """Call ``hook(grad)`` each time backward has this tensor's whole gradient of the pass, before it is used:
+        a leaf's before it is added to ``.grad``, an intermediate's before it flows on to its parents. ``grad`` is
+        a read-only NumPy array (haaw's gradients are arrays); a hook that returns an array (or a Tensor) of the
+        same shape replaces the gradient, one that returns None leaves it. Hooks run in the order they were
+        registered, each on what the one before returned, as PyTorch's ``Tensor.register_hook``. Returns a handle:
+        ``handle.remove()`` unregisters the hook."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient (as PyTorch "
+                               "says): no gradient will ever reach it. Make the leaf with requires_grad=True, "
+                               "or register the hook on a tensor computed from one")
+        if not callable(hook):
+            raise TypeError(f"register_hook: expected a function of the gradient, got {type(hook).__name__}")
+        handle = RemovableHandle(self, hook)
+        self._hooks = (*self._hooks, handle)
+        return handle
+
+    def _run_hooks(self, grad: np.ndarray) -> np.ndarray:
+        """``grad`` after every hook registered on this tensor, in order (autograd.backward calls this)."""
+        for handle in self._hooks:
+            seen = np.asarray(grad).view()
+            seen.flags.writeable = False  # the array may be another tensor's .grad too: replace it, never edit it
+            new = handle.hook(seen)
+            if new is None:
+                continue
+            new = np.asarray(new.data if isinstance(new, Tensor) else new)
+            if new.shape != grad.shape:
+                raise RuntimeError(f"the hook {getattr(handle.hook, '__name__', handle.hook)!s:.40} returned a "
+                                   f"gradient of shape {new.shape} for a tensor of shape {grad.shape}: return one "
+                                   "of the same shape, or None to leave the gradient as it is (PyTorch refuses "
+                                   "this too)")
+            grad = new if new.dtype == self.data.dtype else new.astype(self.data.dtype)
+        return grad
 
     def detach(self) -> "Tensor":
         """The same numbers (the same memory), cut off from the graph: no gradient flows back through it."""
@@ -576,6 +611,25 @@ class Tensor:
                           ", requires_grad=True" if self.requires_grad else "",
                           f", label={self.label!r}" if self.label else ""])
         return f"Tensor({body}{extras})"
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` takes that one hook off its tensor (again: nothing more)."""
+
+    __slots__ = ("tensor", "hook")
+
+    def __init__(self, tensor: Tensor, hook):
+        self.tensor, self.hook = tensor, hook
+
+    def remove(self) -> None:
+        self.tensor._hooks = tuple(h for h in self.tensor._hooks if h is not self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
 
 
 def _castable(name: str, instead: str, dtype, value) -> None:

@@ -465,3 +465,45 @@ def test_stack_refuses_what_torch_refuses_and_says_why():
     with pytest.raises(TypeError, match="one tensor"):
         stack(a)
     assert stack([a, a], dim=-1).shape == (2, 3, 2) and stack([a, a]).shape == (2, 2, 3)
+
+
+# --- register_hook (tests/test_differential.py compares random programs with hooks to torch) --------------------
+def test_a_hook_is_refused_on_a_tensor_that_does_not_require_grad_with_torch_s_words():
+    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't require gradient"):
+        Tensor([1.0]).register_hook(lambda g: g)
+    with pytest.raises(TypeError, match="function of the gradient"):
+        Tensor([1.0], requires_grad=True).register_hook(2.0)
+
+
+def test_a_leaf_s_hook_sees_one_pass_s_gradient_and_the_leaf_accumulates_what_it_returns():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    handle = x.register_hook(lambda g: seen.append(g.copy()) or g * 10)
+    (x * 3.0).sum().backward()
+    (x * 3.0).sum().backward()
+    assert [s.tolist() for s in seen] == [[3.0, 3.0], [3.0, 3.0]]  # not the 33 accumulated in between
+    assert x.grad.tolist() == [60.0, 60.0]
+    handle.remove()
+    handle.remove()  # a second remove does nothing, as torch's
+    (x * 3.0).sum().backward()
+    assert x.grad.tolist() == [63.0, 63.0] and len(seen) == 2
+
+
+def test_a_hook_gets_a_read_only_gradient_and_must_return_one_of_the_same_shape():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    h = x * x
+    h.register_hook(lambda g: g.__imul__(2))  # an edit in place would change a gradient another tensor holds
+    with pytest.raises(ValueError, match="read-only"):
+        h.sum().backward()
+    y = Tensor([1.0, 2.0], requires_grad=True)
+    y.register_hook(lambda g: g.sum())
+    with pytest.raises(RuntimeError, match=r"shape \(\) for a tensor of shape \(2,\)"):
+        (y * 2.0).sum().backward()
+    assert y.grad is None  # nothing half-added
+
+
+def test_a_hook_may_return_a_tensor_and_is_cast_to_the_tensor_s_format():
+    x = Tensor(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    x.register_hook(lambda g: Tensor(np.asarray(g, dtype=np.float64) * 2))
+    (x * 1.0).sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.tolist() == [2.0, 2.0]
