@@ -538,3 +538,55 @@ def test_a_hook_on_a_weight_a_checkpoint_captures_runs_once_on_the_whole_gradien
     assert len(ours) == len(theirs) == 1, f"the hook ran {len(ours)} times, torch's {len(theirs)}"
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-9)
     np.testing.assert_allclose(our_grad, their_grad, rtol=1e-9)
+
+
+# --- nn.Dropout and the modules' training mode -------------------------------------------------------------------
+@FEW
+@given(p=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]), shape=st.sampled_from([(3,), (4, 5), (2, 3, 4)]),
+       calls=st.lists(st.sampled_from(["train", "eval", "train_false", "none"]), min_size=1, max_size=3),
+       seed=st.integers(0, 2**16))
+def test_dropout_modules_follow_train_and_eval_as_pytorch_s(p, shape, calls, seed):
+    """haaw had no nn.Dropout and no train()/eval(): the mode each module is in after the same calls, and what a
+    Dropout computes in it, values and gradient, are torch's (its mask differs: another generator; every kept
+    entry must be scaled by 1/(1 − p) and every dropped one be 0, in both)."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal(shape) + 3.0  # no entry is 0 by chance
+
+    def build(lib):
+        nn = haaw.nn if lib is haaw else torch.nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.drop = nn.Dropout(p)
+                self.inner = nn.ModuleList([nn.Dropout(p)]) if lib is torch else [nn.Dropout(p)]
+
+            def forward(self, x):
+                return self.drop(x)
+
+        return Net()
+
+    nets = build(haaw), build(torch)
+    for call in calls:
+        for net in nets:
+            returned = {"train": net.train, "eval": net.eval, "train_false": lambda n=net: n.train(False),
+                        "none": lambda n=net: n}[call]()
+            assert returned is net
+    ours, theirs = nets
+    modes = [ours.training, ours.drop.training, ours.inner[0].training]
+    assert modes == [theirs.training, theirs.drop.training, theirs.inner[0].training], f"modes after {calls}"
+    x, tx = Tensor(data.copy(), requires_grad=True), as_torch(data)
+    haaw.manual_seed(seed)
+    outs = ours(x), theirs(tx)
+    upstream = rng.standard_normal(shape)
+    outs[0].backward(upstream)
+    outs[1].backward(torch.tensor(upstream))
+    for out, leaf, who in ((outs[0].data, x.grad, "haaw"), (outs[1].detach().numpy(), tx.grad.numpy(), "torch")):
+        kept = out != 0
+        if not ours.training or p == 0.0:
+            assert kept.all(), f"{who}: an entry dropped in evaluation mode or with p = 0"
+        elif p == 1.0:
+            assert not kept.any(), f"{who}: an entry kept with p = 1"
+        scale = np.where(kept, 1.0 / (1.0 - p) if ours.training and p < 1 else 1.0, 0.0)
+        np.testing.assert_allclose(out, data * scale, rtol=1e-12, err_msg=f"{who}'s values after {calls}")
+        np.testing.assert_allclose(leaf, upstream * scale, rtol=1e-12, err_msg=f"{who}'s gradient after {calls}")

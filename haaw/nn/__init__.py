@@ -2,7 +2,7 @@
 gradient utilities (``haaw.nn.utils``), named after their PyTorch counterparts."""
 from . import functional, utils
 from .generator import manual_seed
-from .modules import MLP, FeedForward, LayerNorm, Linear, Module, SelfAttention, TransformerBlock
+from .modules import MLP, Dropout, FeedForward, LayerNorm, Linear, Module, SelfAttention, TransformerBlock
 
-__all__ = ["FeedForward", "LayerNorm", "Linear", "MLP", "Module", "SelfAttention", "TransformerBlock",
+__all__ = ["Dropout", "FeedForward", "LayerNorm", "Linear", "MLP", "Module", "SelfAttention", "TransformerBlock",
            "functional", "manual_seed", "utils"]

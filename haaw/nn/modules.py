@@ -12,7 +12,7 @@ import numpy as np
 from ..engine import Tensor
 from ..engine.tensor import changed_in_place
 from . import generator
-from .functional import gelu, layer_norm, linear, scaled_dot_product_attention
+from .functional import dropout, gelu, layer_norm, linear, scaled_dot_product_attention
 
 
 def _offset(seed, k):
@@ -21,6 +21,8 @@ def _offset(seed, k):
 
 
 class Module:
+    training = True  # train() and eval() set it on the module and every sub-module, as in PyTorch
+
     def named_parameters(self, prefix: str = ""):
         """(dotted name, tensor) for every parameter of this module and its sub-modules, each once."""
         seen = set()
@@ -73,6 +75,36 @@ class Module:
             p.data[...] = value
             changed_in_place(p)
         return missing, unexpected
+
+    def modules(self):
+        """This module and every sub-module it holds (in attributes, lists, tuples and dicts), each once, as
+        PyTorch's ``modules()``: a module that holds its parent is not visited again."""
+        seen, stack = set(), [self]
+        while stack:
+            x = stack.pop()
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            if isinstance(x, Module):
+                yield x
+                stack.extend(reversed(list(vars(x).values())))
+            elif isinstance(x, (list, tuple)):
+                stack.extend(reversed(x))
+            elif isinstance(x, dict):
+                stack.extend(reversed(list(x.values())))
+
+    def train(self, mode: bool = True) -> "Module":
+        """Training mode (``mode=True``) or evaluation mode for this module and every sub-module: what layers
+        such as ``Dropout`` do depends on it. Returns the module, as PyTorch's."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train(mode): mode is True or False, got {mode!r} (eval() is train(False))")
+        for m in self.modules():
+            m.training = mode
+        return self
+
+    def eval(self) -> "Module":
+        """Evaluation mode: ``train(False)``. Gradients are still recorded; ``no_grad()`` turns them off."""
+        return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Module":
         """Train (True) or freeze (False) every parameter of this module; returns the module."""
@@ -131,6 +163,25 @@ class MLP(Module):
             if i < len(self.layers) - 1:
                 x = getattr(x, self.activation)()
         return x
+
+
+class Dropout(Module):
+    """In training mode, zero each entry with probability ``p`` and scale the rest by 1/(1 − p); in evaluation
+    mode (``eval()``), pass the input through. ``F.dropout`` with the module's mode: the same draws from haaw's
+    generator, which ``haaw.manual_seed`` resets and a checkpoint's recomputation replays."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p is the probability of zeroing an entry, from 0 to 1, got {p!r}")
+        if inplace:
+            raise NotImplementedError("Dropout(inplace=True): haaw's dropout makes a new tensor; leave inplace out")
+        self.p = float(p)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return dropout(input, self.p, self.training)
+
+    def __repr__(self) -> str:
+        return f"Dropout(p={self.p})"
 
 
 class LayerNorm(Module):

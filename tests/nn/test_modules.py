@@ -4,6 +4,7 @@ import pytest
 
 import haaw
 import haaw.nn.functional as F
+from haaw import nn
 from haaw.engine import Tensor
 from haaw.nn import MLP, Linear, TransformerBlock
 from haaw.optim import SGD
@@ -116,3 +117,44 @@ def test_load_state_dict_copies_in_place_and_refuses_what_does_not_fit():
     assert target.load_state_dict({"weight": np.zeros((3, 2))}, strict=False) == (["bias"], [])
     with pytest.raises(RuntimeError, match=r"transpose PyTorch's"):
         target.load_state_dict({"weight": np.zeros((2, 3)), "bias": np.zeros(2)})
+
+
+def test_dropout_draws_what_f_dropout_draws_and_a_checkpoint_replays_it():
+    x = Tensor(np.arange(1.0, 41.0).reshape(5, 8), requires_grad=True)
+    haaw.manual_seed(3)
+    functional = F.dropout(x, 0.4).data
+    haaw.manual_seed(3)
+    module = nn.Dropout(0.4)(x).data
+    np.testing.assert_array_equal(module, functional)
+    assert 0 < (module == 0).sum() < 40
+    drop = nn.Dropout(0.4)
+    out = haaw.checkpoint(lambda h: drop(h) * 2.0, x)  # the recomputation must drop the same entries
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad != 0, out.data != 0)
+
+
+def test_eval_reaches_every_sub_module_once_and_train_turns_them_back():
+    class Net(nn.Module):
+        def __init__(self):
+            self.blocks = [nn.Dropout(0.5), {"d": nn.Dropout(0.5)}]
+            self.lin = nn.Linear(2, 2)
+            self.lin.back = self  # a reference to its parent: visited once, not forever
+
+    net = Net()
+    assert net.eval() is net
+    assert [type(m).__name__ for m in net.modules()] == ["Net", "Dropout", "Dropout", "Linear"]
+    assert [m.training for m in net.modules()] == [False] * 4
+    x = Tensor(np.ones((3, 2)))
+    np.testing.assert_array_equal(net.blocks[0](x).data, x.data)  # evaluation mode: the input itself
+    assert all(m.training for m in net.train().modules())
+    with pytest.raises(ValueError, match="True or False"):
+        net.train("no")
+
+
+def test_dropout_refuses_what_it_cannot_do():
+    for p in (-0.1, 1.5, "0.5", True):
+        with pytest.raises(ValueError, match="from 0 to 1"):
+            nn.Dropout(p)
+    with pytest.raises(NotImplementedError, match="inplace"):
+        nn.Dropout(0.5, inplace=True)
+    assert repr(nn.Dropout(0.25)) == "Dropout(p=0.25)"
