@@ -590,3 +590,29 @@ def test_dropout_modules_follow_train_and_eval_as_pytorch_s(p, shape, calls, see
         scale = np.where(kept, 1.0 / (1.0 - p) if ours.training and p < 1 else 1.0, 0.0)
         np.testing.assert_allclose(out, data * scale, rtol=1e-12, err_msg=f"{who}'s values after {calls}")
         np.testing.assert_allclose(leaf, upstream * scale, rtol=1e-12, err_msg=f"{who}'s gradient after {calls}")
+
+
+# --- the issue's Low items ----------------------------------------------------------------------------------------
+def test_no_grad_on_a_generator_function_applies_inside_each_step_as_pytorch_s():
+    """@no_grad() on a generator function did nothing inside it: the decorator's block ended when the call made the
+    generator, before its first step. torch's applies to each step, and not to the caller's code between steps."""
+
+    def steps(lib):
+        x = lib.tensor([1.0], requires_grad=True) if lib is torch else Tensor([1.0], requires_grad=True)
+
+        @lib.no_grad()
+        def gen():
+            got = yield (x * 2).requires_grad
+            try:
+                yield got, (x * 2).requires_grad
+            except KeyError:
+                yield "caught", (x * 2).requires_grad
+            return "done"
+
+        it = gen()
+        seen = [next(it), (x * 3).requires_grad, it.send("sent"), (x * 3).requires_grad, it.throw(KeyError())]
+        with pytest.raises(StopIteration) as stop:
+            next(it)
+        return seen + [stop.value.value, lib.is_grad_enabled() if lib is torch else haaw.engine.modes.grad_enabled()]
+
+    assert steps(haaw) == steps(torch) == [False, True, ("sent", False), True, ("caught", False), "done", True]

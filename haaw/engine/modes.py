@@ -4,6 +4,8 @@ context (a running cell) reaches nothing running in another (an explorer's callb
 PyTorch, whose grad mode is per thread."""
 from __future__ import annotations
 
+import functools
+import inspect
 from contextlib import ContextDecorator, contextmanager
 from contextvars import ContextVar
 
@@ -26,6 +28,17 @@ class no_grad(ContextDecorator):
     def __init__(self, func=None):
         self._tokens = []  # a stack: the same decorator may be entered again by a recursive call
 
+    def __call__(self, func):
+        """``@no_grad()`` on a function; on a generator function, around each step the generator takes (from one
+        ``yield`` to the next), as in PyTorch: calling it only makes the generator, and the caller's code between
+        two steps is recorded as usual."""
+        if inspect.isgeneratorfunction(func):
+            @functools.wraps(func)
+            def generator(*args, **kwargs):
+                return (yield from _each_step_in(type(self), func(*args, **kwargs)))
+            return generator
+        return super().__call__(func)
+
     def _recreate_cm(self):
         """As a decorator, a fresh instance for every call: two threads running the decorated function at once
         each keep their own token (ContextDecorator would share this instance between them)."""
@@ -38,6 +51,29 @@ class no_grad(ContextDecorator):
     def __exit__(self, *exc):
         _grad_enabled.reset(self._tokens.pop())
         return False
+
+
+def _each_step_in(mode, steps):
+    """Run the generator ``steps`` one step at a time, each inside a fresh ``mode()``: what the caller sends or
+    throws in is passed on, and what it yields passed out, as ``yield from`` would, with the mode around each step."""
+    try:
+        with mode():
+            out = next(steps)
+        while True:
+            try:
+                sent = yield out
+            except GeneratorExit:
+                with mode():
+                    steps.close()
+                raise
+            except BaseException as err:
+                with mode():
+                    out = steps.throw(err)
+            else:
+                with mode():
+                    out = steps.send(sent)
+    except StopIteration as done:
+        return done.value
 
 
 @contextmanager
