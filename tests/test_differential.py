@@ -8,6 +8,8 @@ moves; each property names the bugs it was written to find.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -616,3 +618,66 @@ def test_no_grad_on_a_generator_function_applies_inside_each_step_as_pytorch_s()
         return seen + [stop.value.value, lib.is_grad_enabled() if lib is torch else haaw.engine.modes.grad_enabled()]
 
     assert steps(haaw) == steps(torch) == [False, True, ("sent", False), True, ("caught", False), "done", True]
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0), (2, 0, 4)])
+@pytest.mark.parametrize("dim", [None, 0, 1, -1, (0, 1)])
+def test_max_over_an_empty_axis_is_refused_as_pytorch_refuses_it(shape, dim):
+    """x.max() over an axis of length 0 raised NumPy's "zero-size array to reduction operation maximum which has no
+    identity"; torch refuses with its own (IndexError for a dim, RuntimeError for all), and reduces over an axis
+    that is not empty."""
+    if isinstance(dim, tuple) and len(shape) < 2 or isinstance(dim, int) and dim >= len(shape):
+        return
+    data = np.zeros(shape)
+    x, tx = Tensor(data, requires_grad=True), as_torch(data)
+    try:
+        theirs = tx.amax() if dim is None else tx.amax(dim=dim)
+    except (IndexError, RuntimeError) as err:
+        with pytest.raises(type(err), match="PyTorch refuses it too"):
+            x.max(dim=dim)
+        return
+    ours = x.max(dim=dim)
+    assert ours.shape == tuple(theirs.shape)
+
+
+@pytest.mark.parametrize("entries", [
+    "0-d float64", "0-d float32", "0-d int32", "0-d requires grad", "one-entry 1-d", "nested", "in a tuple",
+    "several entries"])
+def test_a_list_of_tensors_makes_a_tensor_as_torch_tensor_does(entries):
+    """haaw.tensor([Tensor(1.), Tensor(2.)]) was refused ("setting an array element with a sequence"); torch.tensor
+    reads each tensor of a list as its one number, keeping its dtype, and refuses a tensor of several numbers."""
+    def make(lib):
+        t = (lambda v, d: torch.tensor(v, dtype=getattr(torch, d))) if lib is torch else \
+            (lambda v, d: Tensor(np.array(v, dtype=d)))
+        return {"0-d float64": lambda: [t(1.5, "float64"), t(-2.0, "float64")],
+                "0-d float32": lambda: [t(1.5, "float32"), t(-2.0, "float32")],
+                "0-d int32": lambda: [t(3, "int32"), t(-4, "int32")],
+                "0-d requires grad": lambda: [t(1.5, "float64").requires_grad_(), t(2.0, "float64")],
+                "one-entry 1-d": lambda: [t([1.5], "float64"), t([2.5], "float64")],
+                "nested": lambda: [[t(1.0, "float64"), t(2.0, "float64")], [t(3.0, "float64"), t(4.0, "float64")]],
+                "in a tuple": lambda: (t(1.0, "float64"), t(2.0, "float64")),
+                "several entries": lambda: [t([1.0, 2.0], "float64"), t([3.0, 4.0], "float64")]}[entries]()
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns about copying a tensor that requires grad
+            theirs = torch.tensor(make(torch))
+    except (ValueError, TypeError, RuntimeError):
+        with pytest.raises(TypeError, match="stack"):
+            haaw.tensor(make(haaw))
+        return
+    ours = haaw.tensor(make(haaw))
+    np.testing.assert_array_equal(ours.data, theirs.numpy())
+    assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.") and not ours.requires_grad
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("exponent", [np.float64(2.0), np.float32(0.5), np.int64(3), 2.0, 3])
+def test_a_numpy_number_as_the_exponent_keeps_the_tensor_s_format_as_torch(fmt, exponent):
+    """f32 ** np.float64(2) was float64: NumPy 2 lets a NumPy float64 widen a float32 array. torch keeps the
+    tensor's format for any number, a NumPy one too."""
+    data = np.array([0.5, 1.5, 3.0])
+    x, tx = Tensor(data).to(fmt), torch.tensor(data).to(getattr(torch, fmt))
+    ours, theirs = x ** exponent, tx ** exponent
+    assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
+    np.testing.assert_allclose(ours.to(np.float64).data, theirs.double().numpy(), rtol=1e-2 if fmt != "float64" else 1e-12)

@@ -91,6 +91,19 @@ def dims(t, dim, axis, what: str):
     return normal if t.ndim else None
 
 
+def empty_reduction(t, dims, what: str) -> None:
+    """Refuse the largest (or smallest) of no numbers, as PyTorch does: over an axis of length 0, or over all of an
+    empty tensor. (A sum of no numbers is 0, a mean nan; a max has no value at all.)"""
+    if dims is None:
+        raise RuntimeError(f"{what}() of an empty tensor (shape {t.shape}): the largest of no numbers has no value. "
+                           f"PyTorch refuses it too; give dim= to reduce over an axis that is not empty")
+    for d in dims:
+        if t.shape[d] == 0:
+            raise IndexError(f"{what}(dim={d}) over an axis of length 0 (shape {t.shape}): the largest of no "
+                             f"numbers has no value. PyTorch refuses it too; check the shape, or reduce over "
+                             f"another axis")
+
+
 def numpy_extras(what: str, dtype, out) -> None:
     """np.sum(t), np.mean(t) and np.max(t) call t.sum(axis=..., dtype=None, out=None): accept them unused."""
     if dtype is not None or out is not None:

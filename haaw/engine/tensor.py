@@ -142,10 +142,17 @@ class Tensor:
     def __init__(self, data, requires_grad: bool = False, dtype=None, label: str = ""):
         if isinstance(data, Tensor):
             data = data.data
+        elif type(data) is list and Tensor in map(type, data):  # [Tensor(1.), Tensor(2.)], as torch.tensor takes
+            data = _entries(data)
+        if type(dtype) is str:
+            dtype = dtypes.as_dtype(dtype, "Tensor(dtype=...)")  # "bfloat16" before anything imported ml_dtypes
         try:
             array = np.array(data, dtype=dtype)
         except (TypeError, ValueError) as err:
-            raise TypeError(f"Tensor needs numbers in a regular shape; got {type(data).__name__}: {err}") from None
+            if isinstance(data, (list, tuple)) and _holds_tensor(data):  # a tensor further in: [[Tensor(1.), 2.]]
+                array = np.array(_entries(data), dtype=dtype)
+            else:
+                raise TypeError(f"Tensor needs numbers in a regular shape; got {type(data).__name__}: {err}") from None
         problem = checks.number_format_error(array.dtype)
         if problem:
             raise TypeError(problem)
@@ -336,6 +343,8 @@ class Tensor:
     def __pow__(self, exponent):
         if not isinstance(exponent, (Number, np.generic)) or isinstance(exponent, (bool, complex)):
             raise TypeError(f"Tensor ** exponent: the exponent must be a plain number, got {type(exponent).__name__}")
+        if isinstance(exponent, np.generic):  # f32 ** np.float64(2) stays float32, as a number does in PyTorch
+            exponent = exponent.item()
         if isinstance(exponent, (float, np.floating)) and not dtypes.is_float(self.dtype):
             return (self * 1.0) ** exponent  # an integer tensor to a fractional power: in floats, like PyTorch
         return apply("pow", self, exponent=exponent)
@@ -429,7 +438,10 @@ class Tensor:
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
         """The largest entries (values only: PyTorch's ``max(dim)`` also returns their indices)."""
         checks.numpy_extras("max", dtype, out)
-        return apply("max", self, dim=checks.dims(self, dim, axis, "max"), keepdim=checks.keep(keepdim, keepdims))
+        dims = checks.dims(self, dim, axis, "max")
+        if self.data.size == 0:
+            checks.empty_reduction(self, dims, "max")
+        return apply("max", self, dim=dims, keepdim=checks.keep(keepdim, keepdims))
 
     def var(self, dim=None, keepdim=False, *, correction=1):
         """The variance: the mean squared distance from the mean, dividing by N − correction (1 by default,
@@ -630,6 +642,24 @@ class RemovableHandle:
     def __exit__(self, *exc):
         self.remove()
         return False
+
+
+def _holds_tensor(data) -> bool:
+    return any(isinstance(e, Tensor) or isinstance(e, (list, tuple)) and _holds_tensor(e) for e in data)
+
+
+def _entries(data):
+    """Nested lists with every Tensor in them replaced by its one number, as ``torch.tensor`` reads them (a tensor
+    of several numbers is refused, as there: ``stack`` joins tensors)."""
+    if isinstance(data, Tensor):
+        if data.data.size != 1:
+            raise TypeError(f"tensor(): a list holding a tensor of shape {data.shape}: each tensor in the list "
+                            "stands for one number, as in PyTorch. To join tensors into one, write "
+                            "haaw.stack([a, b]) (a new axis) or haaw.cat([a, b])")
+        return data.data.reshape(())[()]  # a NumPy number: it keeps the tensor's dtype
+    if isinstance(data, (list, tuple)):
+        return [_entries(e) for e in data]
+    return data
 
 
 def _castable(name: str, instead: str, dtype, value) -> None:

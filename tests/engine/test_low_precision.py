@@ -53,3 +53,20 @@ def test_the_linear_operation_runs_in_16_bits_and_matches_float32_to_its_precisi
     low = apply("linear", *(Tensor(a.astype(dtype)) for a in (x, w, bias)))
     assert low.dtype == dtype
     np.testing.assert_allclose(low.data.astype(np.float64), x @ w + bias, rtol=0.05, atol=0.1)
+
+
+def test_a_format_named_by_a_string_needs_nothing_imported_first():
+    """haaw.tensor(..., dtype="bfloat16") worked only once something had imported ml_dtypes (which registers the
+    name with NumPy); a fresh interpreter got "data type 'bfloat16' not understood"."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys, haaw; assert 'ml_dtypes' not in sys.modules; "
+            "print(haaw.tensor([1.0, 2.5], dtype='bfloat16').dtype, haaw.Tensor([3.0], dtype='float8_e4m3fn').dtype)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["bfloat16", "float8_e4m3fn"]
