@@ -681,3 +681,48 @@ def test_a_numpy_number_as_the_exponent_keeps_the_tensor_s_format_as_torch(fmt, 
     ours, theirs = x ** exponent, tx ** exponent
     assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
     np.testing.assert_allclose(ours.to(np.float64).data, theirs.double().numpy(), rtol=1e-2 if fmt != "float64" else 1e-12)
+
+
+def test_a_module_that_holds_its_parent_lists_each_parameter_once_as_torch():
+    """A sub-module with a reference back to its parent made parameters() recurse until Python's limit; torch keeps
+    a memo of the modules it has entered, and names each parameter once."""
+    def build(lib):
+        nn = haaw.nn if lib is haaw else torch.nn
+        make = (lambda v: Tensor(v, requires_grad=True)) if lib is haaw else \
+            (lambda v: torch.nn.Parameter(torch.tensor(v)))
+
+        class Child(nn.Module):
+            def __init__(self, parent):
+                super().__init__()
+                self.parent, self.w = parent, make([1.0, 2.0])
+
+        class Parent(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.child, self.v = Child(self), make([3.0])
+                self.child.sibling = Child(self)
+
+        return Parent()
+
+    ours, theirs = build(haaw), build(torch)
+    assert sorted(n for n, _ in ours.named_parameters()) == sorted(n for n, _ in theirs.named_parameters())
+    assert len(ours.parameters()) == len(list(theirs.parameters())) == 3
+    assert len(list(ours.modules())) == len(list(theirs.modules())) == 3
+
+
+@pytest.mark.parametrize("layer", ["Linear", "LayerNorm", "attention", "SelfAttention"])
+def test_a_numpy_array_into_a_layer_is_refused_as_torch_refuses_it(layer):
+    """A NumPy array passed to Linear, LayerNorm or attention died in haaw's insides ("'memoryview' object has no
+    attribute 'dtype'"); torch refuses an ndarray with a TypeError that names the argument, and so does haaw now,
+    saying what to write."""
+    a = np.ones((2, 3, 4))
+    calls = {"Linear": (lambda: haaw.nn.Linear(4, 2)(a), lambda: torch.nn.Linear(4, 2)(a)),
+             "LayerNorm": (lambda: haaw.nn.LayerNorm(4)(a), lambda: torch.nn.LayerNorm(4)(a)),
+             "attention": (lambda: F.scaled_dot_product_attention(a, a, a),
+                           lambda: torch.nn.functional.scaled_dot_product_attention(a, a, a)),
+             "SelfAttention": (lambda: haaw.nn.SelfAttention(4, 2)(a),
+                               lambda: torch.nn.MultiheadAttention(4, 2, batch_first=True)(a, a, a))}[layer]
+    with pytest.raises((TypeError, AttributeError)):  # MultiheadAttention: "'numpy.ndarray' has no attribute 'dim'"
+        calls[1]()
+    with pytest.raises(TypeError, match=r"must be a Tensor, not a NumPy array.*haaw\.tensor\("):
+        calls[0]()

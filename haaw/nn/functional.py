@@ -13,6 +13,16 @@ from ..engine.tensor import apply
 from . import generator
 
 
+def _tensors(what: str, **arguments) -> None:
+    """Refuse an argument that is not a Tensor (a NumPy array, a list) where a function needs one, as PyTorch
+    refuses it, saying what to write instead; None passes (an optional weight left out)."""
+    for name, x in arguments.items():
+        if x is not None and not isinstance(x, Tensor):
+            given = "a NumPy array" if isinstance(x, np.ndarray) else f"a {type(x).__name__}"
+            raise TypeError(f"{what}(): argument '{name}' must be a Tensor, not {given} (PyTorch refuses it too). "
+                            f"Write haaw.tensor({name}) for a copy, or haaw.from_numpy({name}) to share the array")
+
+
 def relu(x: Tensor) -> Tensor:
     return x.relu()
 
@@ -31,6 +41,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     (PyTorch's ``F.linear`` takes the transpose, (out, in), and computes input @ weight.T + bias.) A 1-D input,
     one example, gives a 1-D output, as in PyTorch.
     """
+    _tensors("linear", input=input, weight=weight, bias=bias)
     if input.ndim == 1 and weight.ndim == 2:
         return linear(input.reshape(1, input.shape[0]), weight, bias).reshape(weight.shape[1])
     if bias is None:
@@ -160,6 +171,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: 
     n, not n − 1). Built from the table's operations, so its backward needs no formula of its own:
     the chain rule through mean, subtraction, power and division is the layer-norm gradient.
     """
+    _tensors("layer_norm", input=x)
     shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
     if not shape or x.shape[-len(shape):] != shape:
         raise ValueError(f"layer_norm: normalized_shape {shape} must be the last axes of the input, "
@@ -260,6 +272,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise NotImplementedError(f"attention: dropout_p={dropout_p!r}, but haaw has no dropout; PyTorch would drop "
                                   "each attention weight with that probability while training. Pass dropout_p=0.0 "
                                   "(the fifth argument is dropout_p, as in PyTorch; is_causal comes after it)")
+    _tensors("scaled_dot_product_attention", query=query, key=key, value=value)
     d_k = query.shape[-1]
     mask, added = _attention_mask(attn_mask)
     if key.shape[-1] != d_k:

@@ -24,14 +24,19 @@ class Module:
     training = True  # train() and eval() set it on the module and every sub-module, as in PyTorch
 
     def named_parameters(self, prefix: str = ""):
-        """(dotted name, tensor) for every parameter of this module and its sub-modules, each once."""
+        """(dotted name, tensor) for every parameter of this module and its sub-modules, each once, under the
+        first name that reaches it."""
         seen = set()
 
         def visit(x, name):
+            if isinstance(x, (Tensor, Module, list, tuple, dict)):
+                # a tensor shared by two layers (tied weights) counts once, and a module that holds its parent
+                # is not entered again (it would be forever), as PyTorch's memo does
+                if id(x) in seen:
+                    return
+                seen.add(id(x))
             if isinstance(x, Tensor):
-                if id(x) not in seen:  # a tensor shared by two layers (tied weights) counts once
-                    seen.add(id(x))
-                    yield name, x
+                yield name, x
             elif isinstance(x, Module):
                 for key, value in vars(x).items():
                     yield from visit(value, f"{name}.{key}" if name else key)
