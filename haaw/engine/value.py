@@ -43,12 +43,24 @@ def _locals(slot: str, local, inputs: int) -> tuple:
     return local
 
 
+def _check_label(label) -> None:
+    """Refuse micrograd's ``Value(data, _children, _op)``: here the second argument is the label."""
+    if isinstance(label, str):
+        return
+    raise TypeError(f"Value(data, label): the second argument is a label, a str, not {type(label).__name__} "
+                    f"{label!r:.40}. micrograd's Value(data, _children, _op) links a value to its parents by hand and "
+                    "sets its _backward after; haaw's operations record the parents and their local derivatives "
+                    "themselves. Build the value with an operation (a + b, a.tanh()), or write Value(data, label='name')")
+
+
 class Value:
     """A scalar in a computation graph: ``.data`` forward, ``.grad`` after ``backward()``."""
 
     __slots__ = ("data", "grad", "label", "_parents", "_local", "_op")
 
     def __init__(self, data, label: str = "", _parents: tuple = (), _local: tuple = (), _op: str = ""):
+        if label.__class__ is not str:  # (one comparison: every operation makes a Value)
+            _check_label(label)
         self.data = data if type(data) is float else _number(data, "Value(data)")
         self.grad = 0.0
         self.label = label
@@ -125,7 +137,9 @@ class Value:
             out = self.data**n
             local = n * self.data ** (n - 1) if n != 0 else 0.0
         except ZeroDivisionError:
-            raise ZeroDivisionError(f"{self._name()} ** {n:g} is undefined at {self._name()} = 0") from None
+            if n < 0:
+                raise ZeroDivisionError(f"{self._name()} ** {n:g} is undefined at {self._name()} = 0") from None
+            out, local = 0.0, math.inf  # 0 ** 0.5 is 0, with an infinite slope there, as PyTorch says
         except OverflowError:
             raise OverflowError(f"{self._name()} ** {n:g} is too large for a float "
                                 f"({self._name()} = {self.data:g}; floats stop near 1.8e308)") from None

@@ -327,3 +327,31 @@ def test_the_pass_nobody_watches_gives_the_watched_pass_s_gradients_to_the_last_
         autograd.backward(watched[2], 1.0, on_step=lambda *step: None)
         assert [n.grad for n in fast[1]] == [n.grad for n in watched[1]]
     assert any(x.grad != 0 for x in fast[0])
+
+
+def test_a_fractional_power_of_zero_is_zero_with_pytorch_s_infinite_slope():
+    """Value(0.) ** 0.5 raised "undefined at 0" in the forward pass, though 0 ** 0.5 is 0: only the slope there is
+    infinite. torch gives 0 and the gradient inf; a negative power of 0 stays refused (Python's 0.0 ** -1 is)."""
+    torch = pytest.importorskip("torch")
+    for n in (0.5, 0.25, 1.5, 2.0):
+        x = Value(0.0)
+        y = x**n
+        y.backward()
+        t = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+        (t**n).backward()
+        assert (y.data, x.grad) == ((t**n).item(), t.grad.item()), n
+    with pytest.raises(ZeroDivisionError, match="undefined at"):
+        Value(0.0) ** -0.5
+
+
+def test_micrograd_s_positional_children_are_refused_by_name():
+    """micrograd's Value(data, _children, _op) filled haaw's label with the children, silently."""
+    a = Value(2.0)
+    for call in (lambda: Value(1.0, (a,), "+"), lambda: Value(1.0, (a, a)), lambda: Value(1.0, {a})):
+        with pytest.raises(TypeError, match=r"micrograd's Value\(data, _children, _op\).*label="):
+            call()
+
+    class Name(str):
+        pass
+
+    assert Value(1.0, "a").label == "a" and Value(1.0, label=Name("b")).label == "b"
