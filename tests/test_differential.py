@@ -726,3 +726,25 @@ def test_a_numpy_array_into_a_layer_is_refused_as_torch_refuses_it(layer):
         calls[1]()
     with pytest.raises(TypeError, match=r"must be a Tensor, not a NumPy array.*haaw\.tensor\("):
         calls[0]()
+
+
+@pytest.mark.xfail(strict=True, reason="a checkpoint's recomputation runs backward through the intermediates its "
+                   "function captures from outside, so their hooks run once per pass (docs/pytorch.md says so)")
+def test_a_hook_on_an_intermediate_a_checkpoint_captures_runs_once_as_torch_s():
+    """What is left: torch's one pass hooks h once, on the sum of both paths; haaw hooks the recomputation's share
+    and the enclosing pass's share separately. Fixing it needs the checkpoint to know what fn captured."""
+    data = np.array([0.5, -1.5, 2.0])
+
+    def build(lib):
+        x = Tensor(data.copy(), requires_grad=True) if lib is haaw else as_torch(data)
+        h = x * 2.0
+        calls = []
+        h.register_hook(lambda g: calls.append(1) or g.clip(-1, 1))
+        inner = haaw.checkpoint(lambda a: (a * h).tanh(), x) if lib is haaw else \
+            torch.utils.checkpoint.checkpoint(lambda a: (a * h).tanh(), x, use_reentrant=False)
+        (inner.sum() + (h * h).sum()).backward()
+        return len(calls), np.array(x.grad.detach().numpy() if lib is torch else x.grad)
+
+    (our_calls, ours), (their_calls, theirs) = build(haaw), build(torch)
+    assert our_calls == their_calls
+    np.testing.assert_allclose(ours, theirs, rtol=1e-9)
