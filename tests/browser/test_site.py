@@ -348,7 +348,12 @@ def test_one_command_serves_the_site_and_its_search_shows_what_each_page_says(si
             for query in ("chain rule", "loss scaling"):
                 page.goto(base.group(0) + "search.html?q=" + query.replace(" ", "+"), wait_until="load")
                 page.wait_for_function("/found/.test((document.querySelector('#search-results p.search-summary')"
-                                       " || {}).textContent)")  # "Search finished, found N pages": all shown
+                                       " || {}).textContent)")  # "Search finished, found N pages": all listed
+                try:  # each result's text arrives by a fetch of its page, after the list is complete
+                    page.wait_for_function("[...document.querySelectorAll('#search-results ul.search li')]"
+                                           ".every(li => li.querySelector('p'))", timeout=10_000)
+                except Exception:  # noqa: BLE001 (a result without its text is what the assertion below reports)
+                    pass
                 results[query] = page.evaluate("""[...document.querySelectorAll('#search-results ul.search li')]
                     .map(li => [li.querySelector('a').getAttribute('href'), (li.querySelector('p') || {}).textContent || ''])""")
         finally:
