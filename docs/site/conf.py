@@ -1,5 +1,7 @@
 """Sphinx settings of the course's website (docs/website.md): built by `python scripts/build_site.py` from a
 staged copy of the notebooks, the README and docs/, with no kernel run and nothing fetched from the network."""
+from pathlib import Path
+
 project = "haaw"
 author = "the haaw authors"
 copyright = "the haaw authors; text and figures CC BY 4.0, code MIT"
@@ -19,13 +21,14 @@ myst_heading_anchors = 3
 # the build replaces each explorer's output by a note and a launch link instead.
 nb_execution_mode = "off"
 nb_ipywidgets_js = {}
-nb_merge_streams = True
+nb_merge_streams = False  # merged by the staging, in order: MyST-NB's merging moves a caption above its figure
 
 html_theme = "sphinx_book_theme"
 html_title = "haaw: backpropagation, built by hand"
 html_static_path = ["_static"]
 html_css_files = ["haaw.css"]
 html_last_updated_fmt = None
+html_search_scorer = str(Path(__file__).with_name("scorer.js"))  # a page with a heading that holds the whole query ranks first (scorer.js)
 html_copy_source = False  # the notebook download is offered on each page: no second copy under _sources
 # the reader's light/dark choice starts from the system's (the switch is in the header)
 html_context = {"default_mode": "auto"}

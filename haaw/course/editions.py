@@ -54,20 +54,25 @@ def _equal_as_shown(token: str, answer: float) -> bool:
     return float(f"{value:.{digits - 1}e}") == float(f"{answer:.{digits - 1}e}")
 
 
-def reveals(text: str, answer: float, counted: tuple = (), *, prose: bool = False) -> bool:
+def reveals(text: str, answer: float, counted: tuple = (), *, prose: bool = False, percent: bool = False) -> bool:
     """Does a number in ``text`` give ``answer`` away: equal to it at the digits the number shows?
 
     A number of one significant digit ("9", "0.5", "2e-3") is everywhere (a count, a step, an index): it gives
     an answer of less than 10 away only when a word after it is what the question counts (``counted``, the
     words of "how many forward-mode passes": "9 forward passes"). Ten or more, a one-digit number can only show
     exactly, written with its zeros ("20" is twenty). In ``prose`` (a markdown cell, the README), which names
-    many counts, a whole-number answer to a "how many" question needs that word after it too ("16 bytes").
-    A number joined to a word by a hyphen ("16-bit") names a kind, not a count: it gives nothing away."""
+    many counts, a whole-number answer to a "how many" question needs that word after it too ("16 bytes"); so does
+    it in printed output, where counts of other things are as common ("k = 16", "16 wide, batch 16" say nothing of
+    the 16 bytes Adam keeps a parameter). A number joined to a word by a hyphen ("16-bit") names a kind, not a
+    count: it gives nothing away. A percentage ("1.0% become 0") is a share, not its number: it gives away only the
+    answer of a question that asks for a percentage (``percent``)."""
     if not answer:
         return False
     words = [c for c in counted if len(c) > 3]
     for match in NUMBER.finditer(text):
         token = match.group(0)
+        if re.match(r"\s?%", text[match.end():]) and not percent:
+            continue  # "1.0% become 0" is a share, not the number 1.0
         if not _equal_as_shown(token, answer) or re.match(r"-[A-Za-z]", text[match.end():]):
             continue  # "16-bit" is a kind of number, not sixteen of anything
         after = re.findall(r"[A-Za-z]+", text[match.end():match.end() + 40])[:3]
@@ -75,7 +80,7 @@ def reveals(text: str, answer: float, counted: tuple = (), *, prose: bool = Fals
         if shown_digits(token) < 2 and abs(answer) < 10:
             if says_what:
                 return True
-        elif not (prose and words and float(answer).is_integer()) or says_what:
+        elif not (words and float(answer).is_integer()) or says_what:
             return True
     return False
 
@@ -118,6 +123,11 @@ def _question(key: str) -> str:
 
     ex = REGISTRY.get(key)
     return getattr(ex, "question", "") if ex is not None else ""
+
+
+def _asks_percent(key: str) -> bool:
+    question = _question(key).lower()
+    return "%" in question or "percent" in question or "per cent" in question
 
 
 def _array_answer(key: str):
@@ -191,7 +201,7 @@ class Answers:
             return NUMBER.findall(_question(key)) if prose else []
 
         found = [k for k, a, counted in self.numbers if asked(k)
-                 and reveals(_without(text, said(k)), a, counted, prose=prose)]
+                 and reveals(_without(text, said(k)), a, counted, prose=prose, percent=_asks_percent(k))]
         found += [k for k, a in self.arrays if asked(k) and reveals_array(text, a)]
         found += [k for k, w in self.words if asked(k) and _says(text, w)]
         return list(dict.fromkeys(found))

@@ -137,7 +137,8 @@ def backward_stepper(root, width: int | None = None):
         k = slider.value
         grads = grads_at(start, steps, k)
         highlight, notes = step_highlights(steps, k)
-        picture.value = draw_graph(root, grads=grads, highlight=highlight, edge_notes=notes).svg
+        # the drawing as an <img> whose alt text says the graph and its gradients in words (GraphSVG's HTML form)
+        picture.value = draw_graph(root, grads=grads, highlight=highlight, edge_notes=notes)._repr_html_()
         text.value = "<pre>" + describe_step(root, start, steps, k) + "</pre>"
 
     slider.observe(redraw, names="value")

@@ -6,7 +6,10 @@ least. ``apply()`` sets matplotlib's defaults; the course's plots and explorers 
 so every notebook's figures follow it.
 
 Every figure is shown with a description in words (``show_figure``): printed under it as a caption, which a
-screen reader reads, and stored as the figure's plain-text form instead of "<Figure size 600x360 …>".
+screen reader reads, stored as the figure's plain-text form instead of "<Figure size 600x360 …>", and given to
+the picture itself as its alt text. JupyterLab draws an image/png output as an <img> with no alt (its renderer
+reads no alt from anywhere), so the figure also goes out as text/html, the same PNG in an <img alt="...">, which
+JupyterLab, the website (MyST-NB) and VS Code prefer to the bare PNG.
 """
 from __future__ import annotations
 
@@ -67,10 +70,23 @@ def show_figure(description: str, fig=None) -> None:
 
         data, metadata = shell.display_formatter.format(fig)
         data["text/plain"] = f"Figure: {description}"
+        if "image/png" in data:
+            data["text/html"] = figure_html(data["image/png"], description)
         metadata = {**metadata, FIGURE_TEXT: figure_text(fig)}  # read by the student edition, which clears a leak
         display(data, raw=True, metadata=metadata)
     plt.close(fig)
     print(f"Figure: {description}")
+
+
+def figure_html(png: str, description: str) -> str:
+    """The figure as HTML: its PNG (base64, as Jupyter stores it) in an <img> whose alt text is ``description``."""
+    from base64 import b64encode
+    from html import escape
+
+    if isinstance(png, bytes):  # IPython's formatter gives base64 text; raw bytes from another caller
+        png = b64encode(png).decode("ascii")
+    return (f'<img class="haaw-figure" src="data:image/png;base64,{"".join(png).strip()}" '
+            f'alt="{escape(description, quote=True)}">')
 
 
 FIGURE_TEXT = "haaw/figure-text"  # an output's metadata key: the words drawn in its figure

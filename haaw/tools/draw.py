@@ -36,14 +36,24 @@ ARROW = f'fill="none" stroke="{EDGE}" stroke-width="1.2" marker-end="url(#haaw-a
 
 @dataclass(repr=False)
 class GraphSVG:
-    """An SVG drawing that Jupyter (and code hosts) show inline; ``.svg`` is the markup."""
+    """An SVG drawing that Jupyter (and code hosts) show inline; ``.svg`` is the markup, ``.description`` the
+    graph in words, which the HTML form gives the picture as its alt text (JupyterLab draws a bare SVG output as
+    an <img> with none, so it and the website show the HTML form)."""
 
     svg: str
     n_values: int
     n_ops: int
+    description: str = ""
 
     def _repr_svg_(self) -> str:
         return self.svg
+
+    def _repr_html_(self) -> str:
+        from base64 import b64encode
+
+        data = b64encode(self.svg.encode()).decode("ascii")
+        return (f'<img class="haaw-figure" src="data:image/svg+xml;base64,{data}" '
+                f'alt="{html.escape(self.description or repr(self), quote=True)}">')
 
     def __repr__(self) -> str:
         values, ops = self.n_values, self.n_ops
@@ -56,6 +66,25 @@ def _describe(value) -> str:
         return "None"
     shape = getattr(value, "shape", ())
     return f"shape {tuple(shape)}" if len(shape) > 0 else f"{float(value):.4g}"
+
+
+def describe_graph(order, grads=None, show_grad=True, title=None) -> str:
+    """The graph in words, in the order it was computed: "a computation graph, left to right: x = 1.5 (grad 0);
+    a = w * x = -1.2 (grad 1); ...", each value with its data (and grad) as its box shows them."""
+    def name(node):
+        return str(node.label) if node.label else "an unnamed value"
+
+    parts = []
+    for node in order:
+        text = name(node)
+        if parents(node):
+            text += f" = {operation(node)}({', '.join(name(p) for p in parents(node))})"
+        text += f" = {_describe(node.data)}"
+        if show_grad:
+            text += f" (grad {_describe((grads or {}).get(id(node), node.grad))})"
+        parts.append(text)
+    head = f"{title}: " if title else ""
+    return f"{head}a computation graph, left to right, {len(order)} values: " + "; ".join(parts) + "."
 
 
 def _width(text: str, size: float = FONT) -> float:
@@ -295,4 +324,4 @@ def draw_graph(root, *, grads=None, highlight=None, edge_notes=None, show_grad=T
         svg.append(f'<text x="{MARGIN}" y="{MARGIN + 12}" font-size="{FONT + 2}" font-weight="bold">'
                    f"{html.escape(title)}</text>")
     svg += [f'<g transform="translate(0,{head})">', *out, "</g>", "</svg>"]
-    return GraphSVG("\n".join(svg) + "\n", len(boxes), len(ops))
+    return GraphSVG("\n".join(svg) + "\n", len(boxes), len(ops), describe_graph(order, grads, show_grad, title))

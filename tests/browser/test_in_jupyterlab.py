@@ -89,7 +89,13 @@ SEE_THROUGH = {"cells": [{"cell_type": "code", "execution_count": None, "id": "s
     "display(HTML('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"80\" height=\"20\" viewBox=\"0 0 80 20\">'\n",
     "            '<text x=\"2\" y=\"15\">no background</text></svg>'))\n",
     "fig, ax = plt.subplots(figsize=(2, 1), facecolor='none')\n",
-    "ax.plot([0, 1]); plt.show()"]}],
+    "ax.plot([0, 1]); plt.show()"]},
+    # a figure shown the course's way: it has its background and its alt text, so nothing is said of it
+    {"cell_type": "code", "execution_count": None, "id": "described", "metadata": {}, "outputs": [], "source": [
+        "from haaw.course.style import show_figure\n",
+        "fig, ax = plt.subplots(figsize=(2, 1))\n",
+        "ax.plot([0, 1])\n",
+        "show_figure('a straight line rising from the bottom left corner to the top right one.', fig)"]}],
     "metadata": BROKEN["metadata"], "nbformat": 4, "nbformat_minor": 5}
 
 
@@ -320,6 +326,31 @@ SEE_THROUGH_JS = """async id => {
         if (!own && !covered) found.push('drawing ' + i + ' has no background');
     });
     return found; }"""
+# Every picture in the outputs with its alt text, and every drawing shown inline (not an icon) with its name:
+# what a screen reader says for a figure.
+ALT_JS = """id => {
+    const panel = document.getElementById(id);
+    const cellOf = node => [...panel.querySelectorAll('.jp-Notebook .jp-Cell')].indexOf(node.closest('.jp-Cell'));
+    return [...[...panel.querySelectorAll('.jp-OutputArea-output img')].map(img =>
+                [cellOf(img), 'picture', img.getAttribute('alt')]),
+            ...[...panel.querySelectorAll('.jp-OutputArea-output svg:not([data-icon])')]
+                .filter(svg => !svg.closest('.jp-OutputArea-output img, mjx-container, .widget-slider'))
+                .map(svg => [cellOf(svg), 'drawing', svg.getAttribute('aria-label')
+                             || (svg.querySelector(':scope > title') || {}).textContent || null])]; }"""
+PATH_LIKE = re.compile(r"(^|/)[\w.-]+\.(png|jpe?g|gif|svg|webp)$|^data:", re.IGNORECASE)
+
+
+def figures_without_alt(running: Running) -> list[str]:
+    """Every figure a notebook shows in JupyterLab has alt text that describes it: not empty, not a file name,
+    a sentence (``show_figure`` and a drawn graph's HTML form give it their description)."""
+    problems = []
+    for index, kind, alt in running.page.evaluate(ALT_JS, running.id):
+        alt = (alt or "").strip()
+        if not alt or PATH_LIKE.search(alt) or len(alt.split()) < 5:
+            problems.append(f"{running.name}, cell {index}: a {kind} without alt text that describes it: {alt!r}")
+    return problems
+
+
 THEME_JS = """async theme => {
     const light = theme === 'JupyterLab Light' ? 'true' : 'false';
     if (document.body.dataset.jpThemeLight === light) return false;
@@ -409,6 +440,7 @@ def inspect(running: Running, shots: Path | None = None, patience: float = 5) ->
                                            patience, settle=shots is not None)
             if shots:
                 cell.screenshot(path=str(shots / f"{Path(name).stem}-cell{index:02d}.png"))
+    problems += figures_without_alt(running)
     if name == TYPED_EXERCISE["notebook"]:
         problems += exercise_round_trip(page, cells, name)
     if shots:
@@ -596,8 +628,18 @@ def test_notebook_runs_and_its_explorers_respond_in_jupyterlab(notebook, noteboo
 
 def test_a_figure_without_a_background_is_seen_in_the_dark_theme(notebook_runs):
     problems, _ = notebook_runs["see-through.ipynb"]
-    assert sorted(problems) == ["see-through.ipynb, dark theme: drawing 0 has no background",
-                                "see-through.ipynb, dark theme: picture 0 has a transparent background"]
+    assert sorted(p for p in problems if "dark theme" in p) == [
+        "see-through.ipynb, dark theme: drawing 0 has no background",
+        "see-through.ipynb, dark theme: picture 0 has a transparent background"]
+
+
+def test_a_figure_without_alt_text_is_reported_and_one_shown_with_show_figure_is_not(notebook_runs):
+    """plt.show() leaves the picture without alt text (JupyterLab's image renderer sets none), and an inline SVG
+    without a title has no name; show_figure's picture, in the next cell, is described."""
+    problems, _ = notebook_runs["see-through.ipynb"]
+    assert sorted(p for p in problems if "alt text" in p) == [
+        "see-through.ipynb, cell 0: a drawing without alt text that describes it: ''",
+        "see-through.ipynb, cell 0: a picture without alt text that describes it: ''"]
 
 
 def test_a_broken_explorer_callback_is_reported_with_notebook_and_cell(notebook_runs):

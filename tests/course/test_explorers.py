@@ -47,8 +47,24 @@ def test_backward_stepper_walks_the_pass_one_node_at_a_time():
     slider.value = 2
     assert "Step 2 of 2: y = w * x" in text.value
     assert "w.grad 0 += 36 → 36" in text.value
-    assert picture.value != first_picture and "+= 36" in picture.value
+    assert picture.value != first_picture and "+= 36" in _drawing(picture.value)
+    assert "w = 2 (grad 36)" in _alt(picture.value) and "w = 2 (grad 0)" in _alt(first_picture)
     assert w.grad == 0.0  # exploring does not touch the learner's gradients
+
+
+def _drawing(page: str) -> str:
+    """The SVG inside the stepper's <img> (the drawing goes out as an image with alt text)."""
+    import base64
+    import re
+
+    return base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', page).group(1)).decode()
+
+
+def _alt(page: str) -> str:
+    import html
+    import re
+
+    return html.unescape(re.search(r'\balt="([^"]*)"', page).group(1))
 
 
 def test_matmul_shape_explorer_redraws_for_new_sizes():

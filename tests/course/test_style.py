@@ -83,3 +83,32 @@ def test_show_figure_prints_its_description_and_closes_the_figure(capsys, monkey
     for nothing in ("", "   ", None):
         with pytest.raises(ValueError, match="description in words"):
             show_figure(nothing)
+
+
+def test_show_figure_gives_the_picture_its_description_as_alt_text(monkeypatch):
+    """In a kernel the figure goes out as text/html too: the same PNG in an <img> whose alt is the description,
+    which JupyterLab and the website show in place of the bare PNG (whose <img> JupyterLab leaves without alt)."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    pytest.importorskip("IPython")
+    import html
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from haaw.course import style
+
+    shell = InteractiveShell.instance()
+    from IPython.core.pylabtools import select_figure_formats
+
+    select_figure_formats(shell, {"png"})  # what %matplotlib inline sets up in a kernel
+    shown = []
+    monkeypatch.setattr(style, "_ipython", lambda: shell)
+    monkeypatch.setattr("IPython.display.display", lambda data, raw, metadata: shown.append((data, metadata)))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    style.show_figure('a line falling from 1 to 0, "steeply" & <fast>.', fig)
+    (data, metadata), = shown
+    page = data["text/html"]
+    alt = html.unescape(re.search(r'\balt="([^"]*)"', page).group(1))
+    assert alt == 'a line falling from 1 to 0, "steeply" & <fast>.'
+    assert re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1) == "".join(data["image/png"]).strip()
+    assert data["text/plain"] == "Figure: " + alt

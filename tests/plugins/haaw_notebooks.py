@@ -15,6 +15,9 @@
   one cell again. This is one more test per notebook, ``notebooks/NN_name.ipynb::every cell again, last
   first``, which names the cell that failed.
 - The notebooks run in a kernel of the Python that runs pytest (nbval's ``--nbval-current-env``).
+- A figure's PNG is compared as nbval compares image/png, not at all: ``show_figure`` also stores it inside an
+  <img alt="..."> as text/html, whose alt text is compared and whose bytes ``nbval-sanitize.cfg`` masks (used
+  unless ``--nbval-sanitize-with`` names another file).
 
 It imports nothing beyond the standard library and pytest, so a test file runs without nbval installed.
 """
@@ -32,6 +35,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes seconds, or runs kernels, notebooks or other processes")
     if hasattr(config.option, "nbval_current_env"):  # nbval is installed
         config.option.nbval_current_env = True
+        sanitize = Path(__file__).with_name("nbval-sanitize.cfg")
+        if (getattr(config.option, "nbval_sanitize_with", None) is None and not getattr(config.option, "sanitize_with", None)
+                and sanitize.is_file()):
+            config.option.nbval_sanitize_with = str(sanitize)
 
 
 TORCH_MISSING = importlib.util.find_spec("torch") is None

@@ -60,6 +60,24 @@ def test_a_whole_number_shows_every_digit_the_edition_and_this_test_count_it_ali
         assert (3 in cleared(nb)) is clears, printed
 
 
+@pytest.mark.parametrize("printed, clears", [
+    ("weights + gradients + Adam's two moments: 16 bytes a parameter", True),
+    ("k = 16 : peak kept for backward 15.02 MiB", False),  # a count of something else, in printed output too
+    ("16 wide, batch  16   0.9 MiB", False),
+])
+def test_a_whole_number_printed_gives_a_how_many_answer_away_only_with_what_it_counts(printed, clears):
+    nb = lesson(START, ASK, ("code", 'check("06-adam-bytes", ...)'), ("out", "print(...)", printed))
+    assert (3 in cleared(nb)) is clears, printed
+
+
+def test_a_percentage_is_a_share_not_its_number():
+    """07-fp16-update's answer is 1.0: "1.0% become 0" does not say it, "holds 1.000000" does."""
+    for printed, clears in (("loss scale 2^24:   1.0% become 0", False), ("after 100 updates: 1.000000", True)):
+        nb = lesson(START, ASK, ("code", 'check("07-fp16-update", ...)'), ("out", "print(...)", printed))
+        assert (3 in cleared(nb)) is clears, printed
+    assert reveals("92.7% become 0", 92.7, percent=True) and not reveals("92.7% become 0", 92.7)
+
+
 def test_an_array_answer_printed_is_cleared():
     nb = lesson(START, ASK, ("code", 'check("03-db", ...)'), ("out", "print(db)", "dL/db = [1. 4.]   (column sums)"),
                 ("out", "print(b)", "b = [1. 5.]"))

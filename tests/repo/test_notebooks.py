@@ -1,4 +1,5 @@
 """What nbval cannot see: the notebooks are well-formed lessons, stored as run, and their student edition."""
+import html
 import json
 import re
 from pathlib import Path
@@ -133,3 +134,9 @@ def test_every_figure_is_stored_with_its_description_in_words(path):
             caption = outputs[k + 1] if k + 1 < len(outputs) else {}
             assert caption.get("output_type") == "stream" and caption.text.startswith(plain), \
                 f"cell {i}: no caption printed under the figure"
+            # the picture JupyterLab and the website show: the same PNG in an <img> with the description as alt
+            page = out.data.get("text/html", "")
+            alt = re.search(r'<img [^>]*\balt="([^"]*)"', page)
+            assert alt and html.unescape(alt.group(1)) == plain.removeprefix("Figure: "), \
+                f"cell {i}: the figure has no alt text from its description (re-run the notebook: show_figure adds it)"
+            assert "".join(out.data["image/png"]).strip() in page, f"cell {i}: the <img> is not the figure's PNG"

@@ -222,3 +222,20 @@ def test_arrays_are_described_by_their_shape():
 def test_single_values_and_tiny_graphs_draw(n):
     root = parse(draw_graph(chain(n, constants=True)))
     assert len(shapes(root, "rect", "value")) == (1 if n == 1 else 3)
+
+
+def test_the_html_form_gives_the_drawing_its_description_as_alt_text():
+    """JupyterLab and the website show the HTML form: the same SVG in an <img> whose alt says the graph in words."""
+    import base64
+    import html
+    import re
+
+    *_, L = tiny()
+    drawing = draw_graph(L)
+    page = drawing._repr_html_()
+    alt = html.unescape(re.search(r'\balt="([^"]*)"', page).group(1))
+    assert alt == drawing.description
+    assert "L = **2(y) = 36 (grad 1)" in alt and "y = *(w, x) = 6 (grad 12)" in alt, alt
+    assert "w = 2 (grad 36)" in alt and "x = 3 (grad 24)" in alt, alt
+    src = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', page).group(1)
+    assert base64.b64decode(src).decode() == drawing.svg
