@@ -311,8 +311,38 @@ def hint_leaks() -> list:
             if (why := hint_gives_away(ex, text))]
 
 
+def _widget_text(nb) -> str:
+    """The words the explorers' saved state holds (the values of their text boxes and outputs): a saved
+    notebook shows them wherever an explorer's output is displayed, whichever cell asks the exercise."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    parts = []
+    for model in state.values():
+        shown = model.get("state", {})
+        for value in (shown.get("value"), shown.get("description")):
+            if isinstance(value, str):
+                parts.append(re.sub(r"<[^>]+>", " ", value))
+        for o in shown.get("outputs", []):  # an Output widget's outputs: printed text and figures' words
+            if isinstance(o, dict):
+                parts.append("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", "")))
+                parts.extend(o.get("metadata", {}).get(FIGURE_TEXT, []))
+    return "\n".join(parts)
+
+
+def widget_leaks(nb) -> list:
+    """The exercise keys of notebook ``nb`` whose answers its explorers' saved state gives away."""
+    answers = Answers()
+    answers.meet("\n".join(c.source for c in nb.cells if c.cell_type == "code"))
+    answers.words = []  # a word answer is a word of every explorer's labels
+    return answers.given_away(_widget_text(nb), prose=True)  # a slider at the question's own value is no answer
+
+
 def student_notebook(nb):
     """A student copy of the notebook object ``nb`` (nbformat), changed in place and returned."""
+    if widget_leaks(nb):  # the explorers' saved state shows an answer: the learner runs them to see them
+        nb.metadata.pop("widgets", None)
+        for cell in nb.cells:
+            if any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.get("outputs", [])):
+                cell.outputs, cell.execution_count = [], None
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = POINTER.sub(r"\1\2.", cell.source)

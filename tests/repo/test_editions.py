@@ -94,6 +94,34 @@ def test_a_figure_whose_legend_or_title_says_the_answer_is_cleared():
     assert cleared(nb) == [2, 3]
 
 
+def explorer_lesson(shown: str):
+    """A lesson whose explorer (a cell showing a widget) saved a text box reading ``shown``, beside 01-step."""
+    nb = lesson(START, ASK, ("code", 'check("01-step", ...)'), ("code", "explore()"), ("out", "print(w)", "w = 2"))
+    nb.cells[3].outputs = [v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "m1", "version_major": 2, "version_minor": 0},
+        "text/plain": "VBox(...)"})]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"version_major": 2, "version_minor": 0,
+        "state": {"m1": {"model_name": "HTMLModel", "state": {"value": f"<pre>{shown}</pre>", "_view_name": "HTMLView"}}}}}
+    return nb
+
+
+def test_an_explorers_saved_state_that_says_an_answer_is_dropped_with_its_view():
+    """A saved notebook shows an explorer's last state wherever its view is: an answer there is an answer shown."""
+    said = student_notebook(explorer_lesson("update: w ← 2 − 0.01·36 = 1.64"))
+    assert "widgets" not in said.metadata and said.cells[3].outputs == []
+    assert said.cells[4].outputs  # the cell after it gives nothing away: kept
+    quiet = student_notebook(explorer_lesson("update: w ← 2 − η·dL/dw"))
+    assert "widgets" in quiet.metadata and quiet.cells[3].outputs
+
+
+def test_no_explorer_of_the_student_edition_shows_an_answer():
+    from haaw.course.editions import widget_leaks
+
+    for path in course_notebooks(ROOT / "notebooks"):
+        nb = student_notebook(nbformat.read(path, as_version=4))
+        assert not widget_leaks(nb), path.name
+
+
 def test_show_figure_stores_the_words_drawn_in_the_figure():
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
