@@ -64,7 +64,8 @@ def init_network(batch: int = 8, context: int = 3, vocab: int = 10, emb: int = 4
     layer), so that no gradient can be right by accident of a zero or a one."""
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, vocab, (batch, context))
-    idx[1, 0] = idx[0, 0]  # a token used twice at least: the embedding's gradient must add both
+    if batch > 1:
+        idx[1, 0] = idx[0, 0]  # a token used twice at least: the embedding's gradient must add both
     params = {"C": rng.standard_normal((vocab, emb)),
               "W1": rng.standard_normal((context * emb, hidden)) / np.sqrt(context * emb),
               "gamma": 1 + 0.5 * rng.standard_normal(hidden), "beta": 0.5 * rng.standard_normal(hidden),
