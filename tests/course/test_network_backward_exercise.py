@@ -335,3 +335,18 @@ def _finite_difference_with_batch_statistics_fixed(s, dhbn):
         e[i] = h
         found[i] = (loss(s.hpre + e) - loss(s.hpre - e)) / (2 * h)
     return found
+
+
+def test_the_notebook_s_own_helpers_are_no_way_to_pass():
+    """engine_gradients (the engine's backward, in haaw.course.nb05) and the course's reference are refused."""
+    def with_the_course_s_helper(s):
+        grads = engine_gradients(s.idx, s.y, np.array(s.C), np.array(s.W1), np.array(s.gamma), np.array(s.beta),
+                                 np.array(s.W2), np.array(s.b2))
+        return tuple(grads[name] for name in ORDER)
+
+    def with_the_reference(s):
+        return exercises.network_backward(s)
+
+    for fn in (with_the_course_s_helper, with_the_reference):
+        feedback = check(KEY, fn)
+        assert feedback.status == WRONG and "is not its own work" in feedback.message, feedback.message
