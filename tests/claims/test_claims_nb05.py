@@ -512,3 +512,115 @@ def test_05_two_added_minimums_overflow_in_every_format_and_a_row_both_masks_for
     assert np.allclose(weights[[0, 1, 3]], _attention_numpy(S, causal)[[0, 1, 3]])  # forbidden once: weight 0
     combined = S + np.where(causal & second, 0.0, minimum)  # the masks combined first: the minimum once
     assert np.isfinite(combined).all()
+
+
+# --- 05+, "Backprop by hand, whole" and "BatchNorm couples the batch" ------------------------------------------
+from haaw.course import nb05 as _props  # noqa: E402
+
+network_backward = inspect.unwrap(_exercises.network_backward)
+
+
+def test_05_the_notebook_s_forward_is_the_checker_s():
+    """The scaffold's forward, shown in 05+, is the one the checker builds the saved tensors with, line for line."""
+    nbformat = pytest.importorskip("nbformat")
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "deeper" / "05_softmax_and_attention_deeper.ipynb"
+    cell = next(c.source for c in nbformat.read(path, as_version=4).cells if "def network_forward(" in c.source)
+    shown = cell[cell.index("def network_forward("):].split("\n\n\n")[0]
+    assert shown.strip() == inspect.getsource(_props.network_forward).strip()
+
+
+def test_05_dC_plus_equals_keeps_only_the_last_repeat_and_add_at_adds_them():
+    idx, g = np.array([2, 0, 2]), np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
+    plus, added = np.zeros((3, 2)), np.zeros((3, 2))
+    plus[idx] += g
+    np.add.at(added, idx, g)
+    assert plus[2].tolist() == [3.0, 30.0] and added[2].tolist() == [4.0, 40.0]
+    C = Tensor(np.zeros((3, 2)), requires_grad=True)
+    C[idx].backward(g)
+    assert np.array_equal(C.grad, added)  # the engine's getitem backward is a scatter-add
+
+
+def test_05_the_network_s_batch_repeats_tokens_and_its_loss_is_above_a_uniform_guess():
+    net = _props.init_network()
+    _, counts = np.unique(net["idx"], return_counts=True)
+    assert np.sum(counts > 1) == 5 and len(counts) == 9
+    assert f"{_props.network_forward(**net).loss:.3f}" == "2.528" and np.log(10) < 2.528
+
+
+def test_05_three_oracles_agree_on_the_whole_backward():
+    """By hand against the engine (1e-9), finite differences (18 coordinates, 1e-6) and PyTorch (1e-9)."""
+    net = _props.init_network()
+    s = _props.network_forward(**net)
+    by_hand = dict(zip(_props.ORDER, network_backward(s)))
+    engine = _props.engine_gradients(**net)
+    for name in _props.ORDER:
+        assert np.allclose(by_hand[name], engine[name], rtol=1e-9, atol=1e-12), name
+    rng, h = np.random.default_rng(3), 1e-6
+    for name in ("C", "W1", "gamma", "beta", "W2", "b2"):
+        for _ in range(3):
+            where = tuple(int(rng.integers(n)) for n in net[name].shape)
+            up, down = ({**net, name: net[name].copy()} for _ in range(2))
+            up[name][where] += h
+            down[name][where] -= h
+            finite = (_props.network_forward(**up).loss - _props.network_forward(**down).loss) / (2 * h)
+            assert np.isclose(by_hand["d" + name][where], finite, rtol=1e-6, atol=1e-9), (name, where)
+
+
+@pytest.mark.upstream
+def test_05_pytorch_s_batch_norm_in_training_mode_gives_the_same_gradients():
+    torch = pytest.importorskip("torch")
+    net = _props.init_network()
+    x = torch.tensor(net["C"][net["idx"]].reshape(8, -1) @ net["W1"], requires_grad=True)
+    g, b = (torch.tensor(net[k], requires_grad=True) for k in ("gamma", "beta"))
+    upstream = np.random.default_rng(0).standard_normal((8, 16))
+    torch.nn.functional.batch_norm(x, None, None, g, b, training=True, eps=_props.EPS).backward(torch.tensor(upstream))
+    ours = Tensor(x.detach().numpy(), requires_grad=True)
+    _props.batch_norm(ours, Tensor(net["gamma"]), Tensor(net["beta"])).backward(upstream)
+    assert np.allclose(ours.grad, x.grad.numpy(), rtol=1e-9, atol=1e-14)
+
+
+def test_05_batch_norm_couples_the_batch_and_layer_norm_does_not():
+    net = _props.init_network()
+    shifts = np.linspace(0, 2, 9)
+    under_bn, under_ln = _props.coupling(net, shifts, "batch"), _props.coupling(net, shifts, "layer")
+    assert under_ln.max() < 1e-12
+    at_1 = under_bn[4]
+    assert f"{at_1.min():.0%} {at_1.max():.0%}" == "6% 56%"  # "change by 6% to 56%"
+    assert (at_1 > 0.01).all()  # every other example's gradient changes
+    assert f"{under_bn[-1].mean():.0%} {under_bn[-1].min():.0%} {under_bn[-1].max():.0%}" == "51% 25% 75%"
+    assert under_bn[0].max() == 0 and np.all(np.diff(under_bn.mean(axis=1)) > 0)  # "grows from 0"
+
+
+def test_05_batch_norm_s_coupling_shrinks_about_as_one_over_the_batch_size():
+    sizes = (4, 16, 64, 256)
+    by_size = [np.mean([_props.coupling(_props.init_network(batch=B, seed=seed), [1.0]).mean() for seed in range(5)])
+               for B in sizes]
+    assert by_size == sorted(by_size, reverse=True)
+    scaled = [B * c for B, c in zip(sizes, by_size)]
+    assert max(scaled) / min(scaled) < 2  # about 1/B: B times the change varies by less than 2× while B grows 64×
+    assert [f"{B * c:.1f}" for B, c in zip(sizes, by_size)] == ["2.9", "1.8", "1.8", "1.7"]
+
+
+def test_05_a_batch_of_one_has_h_hat_0_and_no_gradient_upstream_of_batch_norm():
+    net = _props.init_network(batch=1)
+    s = _props.network_forward(**net)
+    grads = dict(zip(_props.ORDER, network_backward(s)))
+    assert np.all(s.hhat == 0)
+    for name in ("dhpre", "dW1", "demb_hat", "demb", "dC"):
+        assert np.all(grads[name] == 0), name
+    engine = _props.engine_gradients(**net)
+    assert all(np.all(engine[name] == 0) for name in ("dhpre", "dW1", "demb", "dC"))
+
+
+def test_05_micro_batches_change_batch_norm_s_gradients_and_not_layer_norm_s():
+    """Two halves of 4, each loss a mean and the two halves' gradients averaged, against the batch of 8."""
+    net = _props.init_network()
+    emb = net["C"][net["idx"]]
+    args = (net["W1"], net["gamma"], net["beta"], net["W2"], net["b2"])
+    for norm, same in (("batch", False), ("layer", True)):
+        whole = _props.input_gradient(emb, net["y"], *args, norm=norm)
+        halves = np.concatenate([_props.input_gradient(emb[i:i + 4], net["y"][i:i + 4], *args, norm=norm) / 2
+                                 for i in (0, 4)])
+        assert np.allclose(whole, halves, rtol=1e-10, atol=1e-14) == same, norm

@@ -73,25 +73,27 @@ def anchor(heading: str) -> str:
 
 
 def early_uses(rows: list[dict], notebooks: list[Path]) -> list[str]:
-    """Every use of a term before the section that defines it, as "where: term"."""
+    """Every use of a term before the section that defines it, as "where: term".
+
+    A term a companion defines (its row points into deeper/) is one no core may use, outside the sections that
+    point ahead; its own companion may use it from its section on, and any other companion only where it says
+    what it means, in bold."""
     order = {p.name: i for i, p in enumerate(p for p in notebooks if p.parent.name != "deeper")}
     found = []
     for row in rows:
-        defined_in = order[row["file"]]
+        in_companion = row["file"].startswith("deeper/")
+        defining = row["file"].removeprefix("deeper/")
         match = pattern(row["forms"])
         for path in notebooks:
             core = path.name.replace("_deeper", "")
-            if path.parent.name == "deeper":
-                if order[core] >= defined_in:
-                    continue
-            elif order[core] > defined_in:
-                continue
+            if not in_companion and order[core] >= order[defining] + (path.parent.name != "deeper"):
+                continue  # a core's term: the cores after it, and the companions of it and after it, may use it
             for i, (heading, prose) in enumerate(sections(path)):
-                if path.name == row["file"] and anchor(heading) == row["anchor"]:
+                if path.name == defining and anchor(heading) == row["anchor"]:
                     break  # the definition: uses from here on are fine
                 if path.parent.name == "deeper" and _defined_in_place(match, prose):
                     break  # a companion that needs a later core's term says what it means, in bold, where it uses it
-                if path.name == row["file"] and i == 0:
+                if path.name == defining and i == 0:
                     continue  # the defining notebook's introduction announces its topics
                 if heading.startswith(POINTING_AHEAD) or not match.search(prose):
                     continue
@@ -107,11 +109,13 @@ def _defined_in_place(match: re.Pattern, prose: str) -> bool:
 
 
 def test_every_glossary_entry_points_to_a_section_of_a_core_that_uses_the_term():
+    """Or of a companion, for the few terms only a companion needs (BatchNorm): early_uses keeps them out of the
+    cores."""
     rows = glossary(GLOSSARY.read_text())
     assert len(rows) >= 30
-    cores = {p.name: p for p in course_notebooks(NOTEBOOKS, companions=False)}
+    cores = {str(p.relative_to(NOTEBOOKS)): p for p in course_notebooks(NOTEBOOKS)}
     for row in rows:
-        assert row["file"] in cores, f"{row['term']}: {row['file']} is not a core"
+        assert row["file"] in cores, f"{row['term']}: {row['file']} is not a notebook of the course"
         found = dict((anchor(h), prose) for h, prose in sections(cores[row["file"]]))
         assert row["anchor"] in found, f"{row['term']}: no section {row['anchor']} in {row['file']}"
         assert pattern(row["forms"]).search(found[row["anchor"]]), \
@@ -146,3 +150,25 @@ def test_a_planted_forward_reference_is_found(tmp_path):
                                                    md("## B\n\nThe frobnicator again.")]),
                    tmp_path / "deeper" / "00_zero_deeper.ipynb")  # a companion may define it in place, in bold
     assert early_uses(rows, course_notebooks(tmp_path)) == []
+
+
+def test_a_term_a_companion_defines_is_kept_out_of_the_cores(tmp_path):
+    """A companion's own term (BatchNorm, in 05+): no core may use it, nor another companion without defining it
+    in place; its companion may, from the section that defines it."""
+    (tmp_path / "deeper").mkdir()
+    md = nbformat.v4.new_markdown_cell
+    companion = [md("# 01+"), md("## Early\n\nNothing yet."), md("## Here\n\nA **widget** is a thing; widgets again.")]
+    files = {"01_one.ipynb": [md("# 01 · One"), md("## 1. Start\n\nA plain start.")],
+             "02_two.ipynb": [md("# 02 · Two"), md("## 1. More\n\nNo such thing here.")],
+             "deeper/01_one_deeper.ipynb": companion}
+    for name, cells in files.items():
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), tmp_path / name)
+    rows = glossary("| **widget** | a thing | [01+ · Here](../notebooks/deeper/01_one_deeper.ipynb#Here) |")
+    assert early_uses(rows, course_notebooks(tmp_path)) == []
+    files["02_two.ipynb"][1] = md("## 1. More\n\nA widget, in a later core.")  # planted: a core uses it
+    companion[1] = md("## Early\n\nA widget, before its section.")  # planted: too soon in its own companion
+    for name in ("02_two.ipynb", "deeper/01_one_deeper.ipynb"):
+        nbformat.write(nbformat.v4.new_notebook(cells=files[name]), tmp_path / name)
+    assert sorted(early_uses(rows, course_notebooks(tmp_path))) == [
+        "01_one_deeper.ipynb, section 'Early': 'widget' (defined in deeper/01_one_deeper.ipynb, Here)",
+        "02_two.ipynb, section '1. More': 'widget' (defined in deeper/01_one_deeper.ipynb, Here)"]

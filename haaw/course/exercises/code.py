@@ -94,6 +94,12 @@ class CodeExercise(Exercise):
     # holds the outputs it names in keeps_dtype to the inputs' dtype
     domain: Domain | None = None
 
+    # the outputs are gradients in the order backward produces them (a whole network's, say): a failure names the
+    # first wrong one and says that those before it are right, and a function whose later lines are still `...`
+    # is checked as far as it goes ("dlogits and dW2 are right so far"); ``said`` glosses a name in messages
+    in_order: bool = False
+    said: dict = field(default_factory=dict)  # output name -> how messages name it: "dh (dL/dh, after tanh)"
+
     # the solution shown to learners, when the reference is not it (a reference that can also make the mistakes
     # of the table, with keyword arguments); a test runs it through the checker, so it cannot go stale
     solution_code: str = ""
@@ -325,7 +331,7 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
         return Feedback(UNREADABLE, f"check({ex.key!r}, ...) needs your function itself, {ex.signature.split('(')[0]} "
                                     f"(its name, without parentheses or arguments); got {type(fn).__name__} {fn!r:.40}.")
     line = _placeholder_line(fn)
-    if line is not None:
+    if line is not None and not ex.in_order:  # in order, the lines written so far are checked: _battery
         return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): line {line} of {name} still holds a "
                                        f"`...` placeholder. Replace each ... with your code, then run the cell again."
                                        f"\nThe task: {ex.question}")
@@ -357,6 +363,7 @@ def _refusing_for_a_class(ex, fn):
 
 def _battery(ex, fn, name, run, cases) -> Feedback:
     own = _on_its_own(ex, fn)
+    so_far = None  # in backward's order, a function not finished: what is right so far, on every case
     changed_dtype = ""  # what is said about the first case whose outputs did not keep the inputs' dtype
     for number, case in enumerate(cases, start=1):
         right = ex.expected(case) if ex.expected else run(ex.reference, *case.args)
@@ -366,10 +373,23 @@ def _battery(ex, fn, name, run, cases) -> Feedback:
         try:
             with _refusing_for_a_class(ex, fn):
                 result = _call(lambda *a: run(own, *a), case.args, name)
+            if ex.in_order:
+                unfinished = _so_far(ex, result, expected, case, where, note)
+                if unfinished is not None and unfinished.status != NOT_ATTEMPTED:
+                    return unfinished  # a wrong one among those written so far
+                if unfinished is not None:
+                    so_far = unfinished  # right on this case: on to the next, to say so of every case
+                    continue
             mine = _as_outputs(result, ex.outputs, len(ex.outputs))
         except LearnerError as err:
             if err.status == NOT_ATTEMPTED:
                 return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
+            line = _placeholder_line(fn) if ex.in_order else None
+            if ex.in_order and (line is not None or "'ellipsis'" in err.message):  # a `...` used in arithmetic
+                return Feedback(NOT_ATTEMPTED, f"Not finished: {f'line {line} of {name}' if line else name} still "
+                                               f"holds a `...` that a line after it uses. Write the gradients in "
+                                               f"order, and leave every line after the last one you wrote as "
+                                               f"`...`.\nThe task: {ex.question}")
             return Feedback(WRONG, f"✗ Not yet. {where}: {err.message}{note}")
         dtype = _dtype_changed(ex, result, case)
         changed_dtype = changed_dtype or (f"✗ Not yet. {where}: {dtype}" if dtype else "")
@@ -381,6 +401,8 @@ def _battery(ex, fn, name, run, cases) -> Feedback:
             return Feedback(WRONG, changed_dtype)
         verdict = _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases)
         return dataclasses.replace(verdict, message=verdict.message + note + _diagnosis(ex, fn, case))
+    if so_far is not None:
+        return so_far
     if changed_dtype:  # every value is right, but not every dtype
         return Feedback(WRONG, changed_dtype)
     labels = ", ".join(dict.fromkeys(c.kind for c in cases))
@@ -389,6 +411,38 @@ def _battery(ex, fn, name, run, cases) -> Feedback:
     low = any(a.dtype.itemsize < 8 and a.dtype.kind == "f" for c in cases for a in _arrays_in(c.args))
     within = f"each within a relative {ex.rtol:g}" + (" (1e-4 in float32)" if low else "")
     return Feedback(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}), {within}.{plug}")
+
+
+def _said(ex, name: str) -> str:
+    return ex.said.get(name, name)
+
+
+def _listed(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _so_far(ex, result, expected, case, where, note):
+    """For an exercise whose outputs come in backward's order: where the function returned `...` for some of them
+    (the lines not written yet), the outputs before the first `...` compared one by one, or None when nothing is
+    left as `...`. A wrong one among them is named as the first wrong tensor; if all are right, the feedback says
+    so and which comes next (the check goes on to the next case only when the function is finished)."""
+    items = list(result) if isinstance(result, (tuple, list)) else None
+    if items is None or len(items) != len(ex.outputs) or not any(item is Ellipsis for item in items):
+        return None
+    first = next(i for i, item in enumerate(items) if item is Ellipsis)
+    if first == 0:
+        return Feedback(NOT_ATTEMPTED, f"Not attempted yet: {_said(ex, ex.outputs[0])} is still `...`. Backward "
+                                       f"starts there: write it, then run the cell again.\nThe task: {ex.question}")
+    names = ex.outputs[:first]
+    mine = tuple(_as_outputs(item, (name,), 1)[0] for item, name in zip(items, names))
+    tolerances = _tolerances(ex, case, expected)
+    bad = [i for i in range(first) if not _same(mine[i], expected[i], *tolerances[i])]
+    if bad:
+        verdict = _explain(ex, None, None, case, where, mine, expected, bad, tolerances)
+        return dataclasses.replace(verdict, message=verdict.message + note)
+    return Feedback(NOT_ATTEMPTED, f"So far so good: {_listed(names)} {'is' if first == 1 else 'are'} right on "
+                                   f"every case. Next, {_said(ex, ex.outputs[first])}: it is still `...`.")
 
 
 def _dtype_of(item):
@@ -480,7 +534,7 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
 
 def _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases=()) -> Feedback:
     i = bad[0]
-    out, yours, right = ex.outputs[i], mine[i], expected[i]
+    out, yours, right = _said(ex, ex.outputs[i]), mine[i], expected[i]
     rtol, atol = tolerances[i]
     if yours.shape != right.shape:
         if right.shape == () and yours.size == 1:
@@ -502,7 +556,15 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases=()
         detail = f"{out} contains nan or inf where every expected entry is finite (a 0/0, a log(0) or an overflow?)"
     else:
         detail = f"{out}: wrong values"
+    if ex.in_order:  # backward's order: the ones before it are right, and the ones after it are built from it
+        after = [ex.outputs[j] for j in bad[1:]]
+        detail = ((f"{_listed(ex.outputs[:i])} {'is' if i == 1 else 'are'} right; the first wrong one is " if i else
+                   "the first gradient backward computes is wrong: ") + detail
+                  + (f" ({_listed(after)} {'is' if len(after) == 1 else 'are'} wrong as well: fix {ex.outputs[i]} "
+                     "first, as what backward computes after it may be computed from it)" if after else ""))
     outputs = {}
+    if fn is None:  # a function still being written (_so_far): no mistake is named on part of its outputs
+        return _grid_feedback(ex, where, detail, yours, right, rtol, atol)
     for mistake in ex.mistakes:  # what each known mistake computes on this case
         try:
             outputs[mistake.name] = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
@@ -516,6 +578,10 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases=()
                 ex, fn, run, mistake, cases or [case]):
             return Feedback(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
                                    f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")
+    return _grid_feedback(ex, where, detail, yours, right, rtol, atol)
+
+
+def _grid_feedback(ex, where, detail, yours, right, rtol, atol) -> Feedback:
     if yours.shape != right.shape or yours.dtype != right.dtype and right.dtype.kind == "f":
         return Feedback(WRONG, f"✗ Not yet. {where}: {detail}.")
     text, html = _grid(yours, right, rtol, atol)

@@ -469,3 +469,198 @@ register(CodeExercise(
            "Keep eps inside the square root, σ = np.sqrt(variance + eps), with the variance divided by n "
            "(np.var's default, or the mean of (x − μ)²)."),
 ))
+
+
+# --- code exercise: a whole network's backward, tensor by tensor (05+, "Backprop by hand, whole") -------------
+
+NETWORK_SOLUTION = '''\
+def network_backward(s):
+    """s holds the forward's saved tensors. Return the 12 gradients in the order backward computes them."""
+    B = s.idx.shape[0]
+    onehot = np.zeros_like(s.probs)
+    onehot[np.arange(B), s.y] = 1
+    dlogits = (s.probs - onehot) / B                 # the loss is a mean over the batch
+    dW2 = s.h.T @ dlogits                            # logits = h W2 + b2
+    db2 = dlogits.sum(axis=0)
+    dh = dlogits @ s.W2.T
+    dhbn = dh * (1 - s.h ** 2)                       # tanh' = 1 − tanh², from its output
+    dgamma = (dhbn * s.hhat).sum(axis=0)
+    dbeta = dhbn.sum(axis=0)
+    g = dhbn * s.gamma                               # the gradient reaching ĥ
+    dhpre = (g - g.mean(axis=0) - s.hhat * (g * s.hhat).mean(axis=0)) / s.bn_sigma   # means over the batch
+    dW1 = s.flat.T @ dhpre
+    demb_hat = (dhpre @ s.W1.T).reshape(s.emb_hat.shape)
+    g = demb_hat
+    demb = (g - g.mean(axis=-1, keepdims=True)
+            - s.emb_hat * (g * s.emb_hat).mean(axis=-1, keepdims=True)) / s.emb_sigma  # means over features
+    dC = np.zeros_like(s.C)
+    np.add.at(dC, s.idx, demb)                       # a token used twice gets both gradients
+    return dlogits, dW2, db2, dh, dhbn, dgamma, dbeta, dhpre, dW1, demb_hat, demb, dC
+'''
+
+NETWORK_SAID = {"dlogits": "dlogits (dL/dlogits, the cross-entropy's)", "dW2": "dW2", "db2": "db2",
+                "dh": "dh (dL/dh, after tanh)", "dhbn": "dhbn (dL/dhbn, before tanh: BatchNorm's output)",
+                "dgamma": "dgamma", "dbeta": "dbeta", "dhpre": "dhpre (dL/dhpre, BatchNorm's input)",
+                "dW1": "dW1", "demb_hat": "demb_hat (dL/demb_hat, LayerNorm's output, shaped (B, k, E))",
+                "demb": "demb (dL/demb, LayerNorm's input)", "dC": "dC (the embedding table's gradient)"}
+
+
+def network_backward(s, *, per_example=True, bn_coupled=True, repeats_added=True, transposed=False,
+                     ln_axis=-1, tanh_from_input=False):
+    """The reference: the network's 12 gradients, in backward's order, from the forward's saved tensors ``s``
+    (the learner sees NETWORK_SOLUTION). Each keyword, changed from its default, makes one mistake of the table."""
+    B = s.idx.shape[0]
+    onehot = np.zeros_like(s.probs)
+    onehot[np.arange(B), s.y] = 1
+    dlogits = (s.probs - onehot) / (B if per_example else 1)
+    dW2 = dlogits.T @ s.h if transposed else s.h.T @ dlogits
+    db2 = dlogits.sum(axis=0)
+    dh = dlogits @ s.W2.T
+    dhbn = dh * (1 - (s.hbn if tanh_from_input else s.h) ** 2)
+    dgamma = (dhbn * s.hhat).sum(axis=0)
+    dbeta = dhbn.sum(axis=0)
+    g = dhbn * s.gamma
+    if bn_coupled:
+        dhpre = (g - g.mean(axis=0) - s.hhat * (g * s.hhat).mean(axis=0)) / s.bn_sigma
+    else:
+        dhpre = g / s.bn_sigma
+    dW1 = dhpre.T @ s.flat if transposed else s.flat.T @ dhpre
+    demb_hat = (dhpre @ s.W1.T).reshape(s.emb_hat.shape)
+    g = demb_hat
+    demb = (g - g.mean(axis=ln_axis, keepdims=True)
+            - s.emb_hat * (g * s.emb_hat).mean(axis=ln_axis, keepdims=True)) / s.emb_sigma
+    dC = np.zeros_like(s.C)
+    if repeats_added:
+        np.add.at(dC, s.idx, demb)
+    else:
+        dC[s.idx] += demb
+    return dlogits, dW2, db2, dh, dhbn, dgamma, dbeta, dhpre, dW1, demb_hat, demb, dC
+
+
+def _network_variant(**mistake):
+    return lambda s: network_backward(s, **mistake)
+
+
+def _saved(idx, y, C, W1, gamma, beta, W2, b2):
+    """The forward's saved tensors, each array read-only (as the engine hands its own to your code)."""
+    from ..nb05 import network_forward
+
+    s = network_forward(idx, y, C, W1, gamma, beta, W2, b2)
+    for name, value in vars(s).items():
+        setattr(s, name, read_only(value, copy=True) if isinstance(value, np.ndarray) else value)
+    return s
+
+
+def _run_network(fn, *args):
+    return fn(_saved(*args))
+
+
+def _network_expected(case):
+    """The engine's gradients: the same network on haaw Tensors, one backward."""
+    from ..nb05 import ORDER, engine_gradients
+
+    grads = engine_gradients(*case.args)
+    return tuple(grads[name] for name in ORDER)
+
+
+def _network_case(rng, batch, context, vocab, emb, hidden, dtype=np.float64, repeat=True, scale=None):
+    idx = rng.integers(0, vocab, (batch, context))
+    if repeat and idx.size > 1:
+        idx.flat[-1] = idx.flat[0]  # one token used twice at least
+    p = {"C": rng.standard_normal((vocab, emb)),
+         "W1": rng.standard_normal((context * emb, hidden)) / np.sqrt(context * emb),
+         "gamma": 1 + 0.5 * rng.standard_normal(hidden), "beta": 0.5 * rng.standard_normal(hidden),
+         "W2": rng.standard_normal((hidden, vocab)) / np.sqrt(hidden), "b2": 0.5 * rng.standard_normal(vocab)}
+    for name, factor in (scale or {}).items():
+        p[name] = p[name] * factor
+    y = rng.integers(0, vocab, batch)
+    return (idx, y, *(p[n].astype(dtype) for n in ("C", "W1", "gamma", "beta", "W2", "b2")))
+
+
+def _network_cases():
+    rng = np.random.default_rng(12)
+    tiny = (np.array([[0, 1], [1, 0], [0, 2]]), np.array([1, 0, 2]), *_network_case(rng, 3, 2, 3, 3, 3)[2:])
+    return [Case("small", tiny, detail="B = 3 examples of k = 2 tokens, vocabulary 3, E = 3, H = 3",
+                 note="token 0 is used three times: dC's row 0 adds all three of its gradients"),
+            Case("the notebook's shapes", _network_case(rng, 8, 3, 10, 4, 16), detail="B = 8, k = 3, V = 10, E = 4, H = 16"),
+            Case("one token everywhere", (np.zeros((4, 2), dtype=int), rng.integers(0, 5, 4),
+                                          *_network_case(rng, 4, 2, 5, 3, 6)[2:]),
+                 detail="every position holds token 0",
+                 note="all 8 positions look up row 0 of C: dC's row 0 is the sum of all 8 gradients, the rest 0"),
+            Case("float32", _network_case(rng, 6, 2, 7, 3, 5, np.float32)),
+            Case("a saturated tanh", _network_case(rng, 5, 2, 6, 3, 4, scale={"gamma": 6.0}), detail="gamma × 6",
+                 note="tanh's slope is 1 − h², from its output h; where |h| is near 1 the slope is near 0"),
+            Case("a batch of 2", _network_case(rng, 2, 3, 4, 2, 3), detail="B = 2",
+                 note="with two examples BatchNorm's ĥ is ±1 in every feature: the batch terms matter most")]
+
+
+def _draw_network(rng, pick):
+    """A network of the pick's dtype, with B from 2 to 9 examples, k from 1 to 3 tokens of E from 1 to 4 features
+    (E = 1: LayerNorm makes every token 0), H from 1 to 6 hidden features and a vocabulary of 2 to 8 (so tokens
+    repeat); the pick's values in C, W1 or W2 (huge W2: saturated softmax; tiny C: rows flatter than eps)."""
+    B, k, V, E, H = (int(rng.integers(lo, hi + 1)) for lo, hi in ((2, 9), (1, 3), (2, 8), (1, 4), (1, 6)))
+    args = list(_network_case(rng, B, k, V, E, H, pick.dtype))
+    where = str(rng.choice(["C", "W1", "W2"]))
+    position = {"C": 2, "W1": 3, "W2": 6}[where]
+    if pick.values != "mixed":
+        args[position] = sample(rng, args[position].shape, pick.values, pick.dtype)
+    return Case(DRAWN, tuple(args), detail=f"{pick.said()} in {where}, B = {B}, k = {k}, V = {V}, E = {E}, H = {H}")
+
+
+register(CodeExercise(
+    key="05-network-backward",
+    minutes=30,
+    question="Write the backward of the whole network, tensor by tensor: given the forward's saved tensors s "
+             "(embedding lookup, LayerNorm over each token's features, linear, BatchNorm over the batch, tanh, "
+             "linear, cross-entropy averaged over the batch), return the 12 gradients (dlogits, dW2, db2, dh, dhbn, "
+             "dgamma, dbeta, dhpre, dW1, demb_hat, demb, dC), in the order backward computes them.",
+    signature="network_backward(s) -> (dlogits, dW2, db2, dh, dhbn, dgamma, dbeta, dhpre, dW1, demb_hat, demb, dC)",
+    reference=network_backward,
+    solution_code=NETWORK_SOLUTION,
+    cases=_network_cases,
+    outputs=("dlogits", "dW2", "db2", "dh", "dhbn", "dgamma", "dbeta", "dhpre", "dW1", "demb_hat", "demb", "dC"),
+    in_order=True,
+    said=NETWORK_SAID,
+    run=_run_network,
+    expected=_network_expected,
+    domain=Domain(_draw_network, dtypes=(np.float64, np.float32), values=VALUES,
+                  keeps_dtype=("dlogits", "dW2", "db2", "dh", "dhbn", "dgamma", "dbeta", "dhpre", "dW1", "demb_hat",
+                               "demb", "dC"), size=10),
+    mistakes=[
+        Mistake("no 1/B in the cross-entropy's gradient",
+                "the loss is the mean of B examples' losses, so each example's softmax − one-hot is divided by B. "
+                "Without it every gradient after dlogits is B times too large.",
+                _network_variant(per_example=False)),
+        Mistake("tanh's slope taken at its input",
+                "h = tanh(hbn), and tanh' = 1 − tanh², which is 1 − h², the forward's *output* squared; 1 − hbn² "
+                "is another number.",
+                _network_variant(tanh_from_input=True)),
+        Mistake("BatchNorm's gradient without the batch terms",
+                "g · gamma / σ would be the gradient if the batch's mean and σ were constants. They are computed "
+                "from every example, so moving one example moves them, and so every other example's ĥ: subtract "
+                "the batch means of g and of g · ĥ (times ĥ), as in LayerNorm's backward, but over axis 0.",
+                _network_variant(bn_coupled=False)),
+        Mistake("the weight gradients transposed",
+                "a weight's gradient has the weight's shape: for logits = h W2, dW2 = hᵀ dlogits, (H, V) like W2, "
+                "not dlogitsᵀ h; the same for dW1 = flatᵀ dhpre.",
+                _network_variant(transposed=True)),
+        Mistake("LayerNorm's backward over the batch axis",
+                "LayerNorm normalises each token over its own E features (axis −1), so its backward takes its two "
+                "means over axis −1 too; axis 0 is BatchNorm's axis, the batch.",
+                _network_variant(ln_axis=0)),
+        Mistake("dC[idx] += demb, which drops repeated tokens",
+                "with an index array, NumPy's += reads dC[idx], adds, and writes back once per position: a token "
+                "used twice is written twice, and the second write replaces the first, so only one of its "
+                "gradients is kept. np.add.at(dC, s.idx, demb) adds every one (a scatter-add).",
+                _network_variant(repeats_added=False)),
+    ],
+    hints=("Go from the loss back, one line of the forward at a time, and check as you go: the lines you have not "
+           "written yet may stay `...`, and check says whether the ones before are right. Each gradient has the "
+           "shape of its tensor; a weight's gradient sums over the batch.",
+           "The cross-entropy of a mean gives (probs − one-hot) / B. A linear layer gives Xᵀ G for its weight and "
+           "G Wᵀ for its input (notebook 03). tanh's slope comes from its output. BatchNorm's backward is "
+           "LayerNorm's (05+, above) with the means taken over the batch, axis 0, and gamma in g = dhbn · gamma; "
+           "the embeddings' LayerNorm is LayerNorm's own, over axis −1, with no weight.",
+           "The lookup emb = C[idx] copies rows of C, so each row of C collects the gradients of every position "
+           "that copied it. In NumPy, dC[idx] += demb does not add twice for a repeated index; np.add.at does."),
+))
