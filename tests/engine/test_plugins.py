@@ -517,3 +517,30 @@ def test_a_slot_declared_at_run_time_adapts_your_function_and_refuses_what_it_re
     finally:
         del plugins.SLOTS["demo"]
     assert "demo" not in plugins.SLOTS
+
+
+def test_every_unknown_slot_is_named_and_every_slot_listed_with_what_it_takes():
+    with pytest.raises(TypeError) as err:
+        with haaw.use(nosuch=mul, other=mul):
+            pass
+    said = str(err.value)
+    assert said.startswith("use(): no slot called 'nosuch', 'other'. The slots are: adam: adam_step(")
+    assert "; add: add(a, b) -> (a+b, (d/da, d/db)) on numbers: the scalar engine's +; attention: " in said
+    assert said.count("; ") >= len(plugins.SLOTS) - 1
+
+
+def test_the_backward_of_a_graph_built_inside_use_sees_the_slots_as_they_were_at_its_forward_pass():
+    """in_use() (what the course's checkers read) inside your backward, run after the block: yours is there."""
+    seen = []
+
+    def tanh_backward_looking(y, G):
+        seen.append({name: getattr(fn, "__wrapped__", fn) for name, fn in plugins.in_use().items()})
+        return G * (1 - y * y)
+
+    with haaw.use(tanh=tanh_backward_looking):
+        x = Tensor(np.array([0.5, -1.0]), requires_grad=True)
+        y = x.tanh()
+    assert plugins.in_use() == {}
+    y.sum().backward()
+    assert seen == [{"tanh": tanh_backward_looking}] and plugins.in_use() == {}
+    np.testing.assert_allclose(x.grad, 1 - np.tanh([0.5, -1.0]) ** 2, rtol=1e-12)
