@@ -4,6 +4,8 @@ import pytest
 
 import haaw
 from haaw import Tensor
+from haaw.engine import guard
+from haaw.engine.function import RANDOM_SOURCES, Checkpoint, Function, random_source
 
 
 @pytest.mark.parametrize("checkpoint_first", [False, True])
@@ -15,6 +17,8 @@ def test_a_checkpoint_that_captures_an_outer_intermediate_counts_each_path_once(
     (inner + outer if checkpoint_first else outer + inner).backward()
     np.testing.assert_array_equal(x.grad, [8.0, 12.0])
     np.testing.assert_array_equal(z.grad, [2.0, 4.0])
+    # h's .grad holds what the enclosing pass sent it (the docstring of checkpoint); fn's share z went on to x
+    np.testing.assert_array_equal(h.grad, [1.0, 1.0])
 
 
 def test_two_checkpoints_sharing_a_captured_intermediate_match_pytorch():
@@ -101,3 +105,106 @@ def test_arguments_that_are_not_tensors_reach_fn_as_they_are():
     np.testing.assert_allclose(y.data, ty.detach().numpy())
     np.testing.assert_allclose(x.grad, tx.grad.numpy())
     assert set(seen) == {(int, float, "yes")}
+
+
+def test_a_generator_registered_with_random_source_is_replayed_by_the_recomputation():
+    gen = np.random.default_rng(7)  # a generator of the learner's own, unknown to the engine until registered
+    random_source(lambda: gen.bit_generator.state, lambda state: setattr(gen.bit_generator, "state", state))
+    try:
+        x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = haaw.checkpoint(lambda t: t * Tensor(gen.random(3)), x)
+        slope = y.data / x.data  # y = x · u: the u the forward pass drew
+        y.backward(np.ones(3))
+        np.testing.assert_allclose(x.grad, slope, rtol=1e-12)
+    finally:
+        RANDOM_SOURCES.pop()
+
+
+def test_the_checkpoint_operation_applied_directly_replays_the_random_state_by_default():
+    """Checkpoint.apply(fn, x), without checkpoint()'s keywords: every input a Tensor, the random state kept."""
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    np.random.seed(0)
+    y = Checkpoint.apply(lambda t: t * Tensor(np.random.rand(3)), x)
+    slope = y.data / x.data
+    y.backward(np.ones(3))
+    np.testing.assert_allclose(x.grad, slope, rtol=1e-12)
+
+
+def test_checkpoint_is_refused_while_it_is_what_a_learner_is_writing():
+    """Exercise 06's checkpoint refuses the engine's (guard.py); its forward and its backward both check."""
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with guard.refusing(["function.Checkpoint"]):
+        with pytest.raises(guard.ShortcutRefused, match="the engine's Checkpoint"):
+            haaw.checkpoint(lambda t: t * t, x)
+    y = haaw.checkpoint(lambda t: t * t, x).sum()
+    with guard.refusing(["function.Checkpoint"]):
+        with pytest.raises(guard.ShortcutRefused, match="the engine's Checkpoint"):
+            y.backward()
+    assert x.grad is None
+
+
+class NoForward(Function):
+    pass
+
+
+class NoBackward(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 2
+
+
+class ReturnsATensor(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return Tensor(a)
+
+
+class ReturnsNone(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return None
+
+
+class Scale(Function):
+    @staticmethod
+    def forward(ctx, a, k):
+        return a * k
+
+
+class OneGradient(Scale):
+    @staticmethod
+    def backward(ctx, g):
+        return (g,)
+
+
+class GradientForANumber(Scale):
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3.0, g
+
+
+x12 = Tensor([1.0, 2.0], requires_grad=True)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: NoForward.apply(x12), NotImplementedError,
+     "write forward(ctx, *args): it receives NumPy arrays and returns one"),
+    (lambda: NoBackward.apply(x12).sum().backward(), NotImplementedError,
+     "write backward(ctx, g): it returns one gradient per argument of forward"),
+    (lambda: ReturnsATensor.apply(x12), TypeError, "ReturnsATensor.forward returned a Tensor: forward works on NumPy "
+     "arrays, return one (its inputs arrive as arrays, and what it returns is wrapped for you)"),
+    (lambda: ReturnsNone.apply(x12), TypeError, "ReturnsNone.forward returned None: return its result, a NumPy array"),
+    (lambda: OneGradient.apply(x12, 3.0).sum().backward(), ValueError, "OneGradient.backward returned 1 gradient(s) "
+     "for the 2 argument(s) of forward: return one per argument (None where there is none)"),
+    (lambda: GradientForANumber.apply(x12, 3.0).sum().backward(), ValueError,
+     "GradientForANumber.backward returned a gradient for argument 1 of forward, which is not a Tensor (float): "
+     "return None in that place (gradients go in the order of forward's arguments)"),
+    (lambda: haaw.checkpoint(lambda t: t.data, x12), TypeError, "checkpoint: fn must return a Tensor, got ndarray"),
+    (lambda: haaw.checkpoint(lambda t: t, x12, use_reentrant=True), NotImplementedError,
+     "checkpoint(use_reentrant=True): haaw's checkpoint is PyTorch's non-reentrant one; pass use_reentrant=False, "
+     "or leave it out"),
+])
+def test_a_custom_operation_written_wrong_gets_the_whole_message(make, error, message):
+    with pytest.raises(error) as err:
+        make()
+    assert str(err.value) == message

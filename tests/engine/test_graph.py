@@ -19,3 +19,10 @@ def test_a_tensor_has_parents_and_a_context_but_no_local_derivatives():
     assert parents(y)[0] is x and context(y) is not None and context(x) is None and is_node(y)
     with pytest.raises(TypeError, match="only a Value"):
         local(y)
+
+
+def test_a_value_has_no_context_and_a_tensor_no_local_derivatives_by_the_whole_message():
+    assert context(Value(1.0)) is None and context(Value(1.0) * 2) is None  # the docstring: None for a Value
+    with pytest.raises(TypeError) as err:
+        local(Tensor(np.ones(2)))
+    assert str(err.value) == "local(): only a Value keeps its local derivatives, not a Tensor"

@@ -398,3 +398,149 @@ def test_a_slot_that_is_not_an_operation_is_in_use_when_it_is_called(slot):
     calls.clear()
     call(None)
     assert not calls
+
+
+# --- the guard around your function: read-only inputs, refusals, and a name that is yours ------------------------
+def doubles_G_in_place(y, G):
+    G *= 2  # the mistake: G belongs to the engine, which may still need it
+    return G * (1 - y * y)
+
+
+def _tanh_backward_once():
+    x = Tensor(np.array([0.5, -1.0]), requires_grad=True)
+    x.tanh().sum().backward()
+    return x
+
+
+def test_your_function_changing_an_input_in_place_is_refused_with_its_name_and_slot():
+    with haaw.use(tanh=doubles_G_in_place):
+        with pytest.raises(RuntimeError) as err:
+            _tanh_backward_once()
+    said = str(err.value)
+    assert said.startswith("your doubles_G_in_place (in the engine's 'tanh' slot) changed one of its inputs in place")
+    assert "the engine hands it its own arrays, which other operations still need. Make a new array (G = G * ...)" in said
+    assert isinstance(err.value.__cause__, ValueError)
+
+
+def test_a_function_without_a_name_is_named_by_its_slot_when_it_changes_an_input():
+    import functools
+
+    nameless = functools.partial(doubles_G_in_place)  # a partial has no __name__
+    with haaw.use(tanh=nameless):
+        with pytest.raises(RuntimeError, match=r"^your tanh \(in the engine's 'tanh' slot\) changed one"):
+            _tanh_backward_once()
+
+
+def test_an_error_of_your_own_reaches_you_unchanged():
+    def raises(y, G):
+        raise ValueError("my own mistake")
+
+    with haaw.use(tanh=raises):
+        with pytest.raises(ValueError, match="^my own mistake$"):
+            _tanh_backward_once()
+
+
+def test_an_array_handed_over_by_keyword_is_read_only_too():
+    seen = []
+
+    def adds_in_place(g, shape):
+        seen.append(g.copy())
+        g += 1
+        return g
+
+    with haaw.use(unbroadcast=adds_in_place):
+        given = np.ones(3)
+        with pytest.raises(RuntimeError, match="changed one of its inputs in place"):
+            plugins.override("unbroadcast")(g=given, shape=(3,))
+    assert seen and (seen[0] == 1).all() and (given == 1).all()
+
+
+def test_what_the_engine_calls_presents_itself_as_your_function():
+    import functools
+    import inspect
+
+    def my_unbroadcast(g, shape):
+        return unbroadcast(g, shape)
+
+    with haaw.use(unbroadcast=my_unbroadcast):
+        called = plugins.override("unbroadcast")
+        assert called.__name__ == "my_unbroadcast" and inspect.unwrap(called) is my_unbroadcast
+    nameless = functools.partial(my_unbroadcast)
+    with haaw.use(unbroadcast=nameless):
+        called = plugins.override("unbroadcast")
+        assert called.__name__ == "unbroadcast" and inspect.unwrap(called) is nameless
+        assert (called(np.ones((2, 3)), (3,)) == 2).all()
+
+
+def test_read_only_gives_a_view_or_a_copy_that_cannot_be_written():
+    a = np.arange(3.0)
+    view, copy = plugins.read_only(a), plugins.read_only(a, copy=True)
+    for r in (view, copy):
+        with pytest.raises(ValueError, match="read-only"):
+            r[0] = 9.0
+    a[1] = 7.0  # the array itself stays writable
+    assert view[1] == 7.0 and copy[1] == 1.0  # a view sees the change, a copy does not
+    assert plugins.read_only(3) == 3 and plugins.read_only("x") == "x"
+
+
+@pytest.mark.parametrize("kind", [list, tuple])
+def test_read_only_reaches_the_arrays_inside_a_list_or_tuple(kind):
+    a, b = np.zeros(2), np.ones(2)
+    views, copies = plugins.read_only(kind([a, b, 5])), plugins.read_only(kind([a, b, 5]), copy=True)
+    assert type(views) is kind and type(copies) is kind and views[2] == 5 == copies[2]
+    for r in (*views[:2], *copies[:2]):
+        with pytest.raises(ValueError, match="read-only"):
+            r[0] = 9.0
+    a[0], b[0] = 3.0, 4.0
+    assert (views[0][0], views[1][0]) == (3.0, 4.0) and (copies[0][0], copies[1][0]) == (0.0, 1.0)
+
+
+def test_a_slot_declared_at_run_time_adapts_your_function_and_refuses_what_it_replaces():
+    from haaw.engine import ops
+    from haaw.engine.guard import ShortcutRefused
+
+    plugins.slot("demo", "demo(x) -> x + 1", lambda fn: lambda x: fn(x) * 10, refuses=("ops.unbroadcast",))
+    try:
+        assert plugins.SLOTS["demo"] == plugins.Slot("demo", "demo(x) -> x + 1", plugins.SLOTS["demo"].adapter,
+                                                     ("ops.unbroadcast",))
+        with haaw.use(demo=lambda x: x + 1):
+            assert plugins.override("demo")(2) == 30  # the adapter's form of yours
+        with haaw.use(demo=lambda x: ops.unbroadcast(np.ones((2, 1)), (1,))):
+            with pytest.raises(ShortcutRefused):
+                plugins.override("demo")(2)
+        with pytest.raises(TypeError, match=r"demo: demo\(x\) -> x \+ 1"):
+            with haaw.use(nonesuch=lambda x: x):
+                pass
+        with pytest.raises(TypeError, match=r"use\(demo=...\) needs a function \(demo\(x\) -> x \+ 1\)"):
+            with haaw.use(demo=1):
+                pass
+    finally:
+        del plugins.SLOTS["demo"]
+    assert "demo" not in plugins.SLOTS
+
+
+def test_every_unknown_slot_is_named_and_every_slot_listed_with_what_it_takes():
+    with pytest.raises(TypeError) as err:
+        with haaw.use(nosuch=mul, other=mul):
+            pass
+    said = str(err.value)
+    assert said.startswith("use(): no slot called 'nosuch', 'other'. The slots are: adam: adam_step(")
+    assert "; add: add(a, b) -> (a+b, (d/da, d/db)) on numbers: the scalar engine's +; attention: " in said
+    assert said.count("; ") >= len(plugins.SLOTS) - 1
+
+
+def test_the_backward_of_a_graph_built_inside_use_sees_the_slots_as_they_were_at_its_forward_pass():
+    """in_use() (what the course's checkers read) inside your backward, run after the block: yours is there."""
+    seen = []
+
+    def tanh_backward_looking(y, G):
+        seen.append({name: getattr(fn, "__wrapped__", fn) for name, fn in plugins.in_use().items()})
+        return G * (1 - y * y)
+
+    with haaw.use(tanh=tanh_backward_looking):
+        x = Tensor(np.array([0.5, -1.0]), requires_grad=True)
+        y = x.tanh()
+    assert plugins.in_use() == {}
+    y.sum().backward()
+    assert seen == [{"tanh": tanh_backward_looking}] and plugins.in_use() == {}
+    np.testing.assert_allclose(x.grad, 1 - np.tanh([0.5, -1.0]) ** 2, rtol=1e-12)
