@@ -139,7 +139,7 @@ class Checkpoint(Function):
         # with, so the memory tracker, which counts those, leaves it out, as PyTorch's memory of activations does
         ctx.rng = pickle.dumps([get() for get, _ in RANDOM_SOURCES]) if preserve_rng_state else None
         with no_grad():  # nothing inside is recorded, so nothing inside is saved
-            out = fn(*(wrap(a) if t else a for a, t in zip(inputs, tensors)))
+            out = fn(*(wrap(a) if t else a for a, t in zip(inputs, tensors) if t is not None))
         if not isinstance(out, Tensor):
             raise TypeError(f"checkpoint: fn must return a Tensor, got {type(out).__name__}")
         ctx.fn, ctx.inputs, ctx.tensors = fn, inputs, tensors  # the inputs are all that is kept
@@ -149,13 +149,13 @@ class Checkpoint(Function):
     def backward(ctx, g):
         guard.check("function.Checkpoint")
         tensors = getattr(ctx, "tensors", None) or (True,) * len(ctx.inputs)
-        fresh = [wrap(a) if t else a for a, t in zip(ctx.inputs, tensors)]
+        fresh = [None if t is None else wrap(a) if t else a for a, t in zip(ctx.inputs, tensors)]
         for t, need in zip(fresh, ctx.needs_input_grad[1:]):
             if isinstance(t, Tensor):
                 t.requires_grad = need
         # recorded even when backward was called inside no_grad(), as PyTorch's recomputation is
         with hooks.recompute(), enable_grad(), _replaying(_states(getattr(ctx, "rng", None))):
-            again = ctx.fn(*fresh)  # this time recorded
+            again = ctx.fn(*(a for a, t in zip(fresh, tensors) if t is not None))  # this time recorded
         if again.requires_grad:
             # fn may use a tensor computed outside it (an intermediate of the enclosing graph): this pass sends
             # it fn's share and on to its parents, as PyTorch's does, but its .grad is the enclosing pass's
@@ -181,4 +181,6 @@ def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool
         raise NotImplementedError("checkpoint(use_reentrant=True): haaw's checkpoint is PyTorch's non-reentrant "
                                   "one; pass use_reentrant=False, or leave it out")
     tensors = tuple(isinstance(t, Tensor) for t in inputs)
+    if not any(tensors):  # fn uses only tensors from outside: an anchor gives the result a parent, so that
+        inputs, tensors = (Tensor(0.0), *inputs), (None, *tensors)  # backward reaches it (fn is not passed it)
     return Checkpoint.apply(fn, *inputs, tensors=tensors, preserve_rng_state=preserve_rng_state)

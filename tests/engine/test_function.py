@@ -208,3 +208,15 @@ def test_a_custom_operation_written_wrong_gets_the_whole_message(make, error, me
     with pytest.raises(error) as err:
         make()
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("extra", [(), (3.0,)], ids=["no inputs", "a number only"])
+def test_a_checkpoint_whose_inputs_hold_no_tensor_sends_gradients_to_what_fn_captures(extra):
+    """fn uses only a weight from outside: PyTorch's non-reentrant checkpoint gives the weight its gradient.
+    Hand value: d/dw of k·Σw² is 2kw."""
+    w = haaw.tensor(np.array([1.0, 2.0, 3.0], dtype=np.float32), requires_grad=True)
+    out = haaw.checkpoint(lambda *k: (w * w).sum() * (k[0] if k else 1.0), *extra)
+    out.backward()
+    k = extra[0] if extra else 1.0
+    assert out.dtype == np.float32 and w.grad is not None and w.grad.dtype == np.float32
+    np.testing.assert_allclose(w.grad, 2 * k * np.array([1.0, 2.0, 3.0]), rtol=1e-6)
