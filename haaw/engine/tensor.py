@@ -13,9 +13,12 @@ from numbers import Number
 import numpy as np
 
 from . import autograd, checks, dtypes, hooks, plugins
-from .modes import anomaly_detection, grad_enabled
+from .modes import anomaly_detection, autocast_dtype, grad_enabled
 from .ops import OPS, Context
 
+# under autocast these run in its 16-bit format (PyTorch's list is longer: convolutions, bmm, ...); every other
+# operation runs in the format of its inputs, as in PyTorch's autocast for operations on neither of its lists
+AUTOCAST_TO_LOW = ("matmul", "linear")
 _FLOAT_RESULT = ("exp", "log", "tanh", "sigmoid", "softmax", "log_softmax")  # on integers: computed in float64
 
 
@@ -27,6 +30,9 @@ def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
     """
     if isinstance(op, str):
         op = OPS[op]
+    low = autocast_dtype()
+    if low is not None and op.name in AUTOCAST_TO_LOW:  # autocast: cast recorded in the graph, as PyTorch's is
+        inputs = tuple(t.to(low) if dtypes.is_float(t.dtype) else t for t in inputs)
     arrays = [t.data for t in inputs]
     if op.name in _FLOAT_RESULT and not dtypes.is_float(arrays[0].dtype):
         arrays[0] = arrays[0].astype(np.float64)  # PyTorch too computes exp or sigmoid of integers in floats
