@@ -385,7 +385,7 @@ def draw_pipelines(schedules: dict):
             colour = PALETTE[0] if what == "F" else PALETTE[1]
             ax.broken_barh([(start, end - start)], (stages - 1 - s - 0.38, 0.76), facecolors=colour,
                            edgecolors="white", linewidth=0.8)
-            ax.text((start + end) / 2, stages - 1 - s, str(j + 1), ha="center", va="center", fontsize=7,
+            ax.text((start + end) / 2, stages - 1 - s, str(j + 1), ha="center", va="center", fontsize=10,
                     color="white")
         ax.set_yticks(range(stages), [f"stage {stages - 1 - r}" for r in range(stages)])
         ax.set_title(f"{title}: bubble {plan['bubble']:.0%}, in flight on stage 0: {plan['in_flight'][0]}",
@@ -393,7 +393,7 @@ def draw_pipelines(schedules: dict):
     from matplotlib.patches import Patch
 
     np.atleast_1d(axes)[0].legend(handles=[Patch(color=PALETTE[0], label="forward"),
-                                           Patch(color=PALETTE[1], label="backward")], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+                                           Patch(color=PALETTE[1], label="backward")], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=10)
     np.atleast_1d(axes)[-1].set_xlabel("time (one forward = 1, one backward = 2)")
     fig.tight_layout()
     return fig
