@@ -329,6 +329,7 @@ def pipeline_order(stages: int, micro: int, stage: int, kind: str) -> list[tuple
     return order + [("B", j) for j in range(micro - warm, micro)]
 
 
+@refusable("nb09.pipeline_schedule", "the course's pipeline simulator, nb09.pipeline_schedule")
 def pipeline_schedule(stages: int, micro: int, kind: str = "gpipe", forward: float = 1.0,
                       backward: float = 2.0) -> dict:
     """Run one step of a pipeline of ``stages`` workers on ``micro`` micro-batches, each stage in its order, each
