@@ -388,4 +388,28 @@ def test_06_offloading_keeps_nothing_on_the_accelerator_and_moves_each_save_once
     assert inputs <= float(both[2]) <= inputs + 3 * 64 * 64 * 8 / 2**20  # and the loss's few saves
     assert both[1] == "33.6" and 0 < float(both[0]) < 1.41
     assert "the most one operation saves: 0.12 MiB" in stored_output("06", "def pack(array)")
+    link = re.search(r"each way: offloaded ([\d.]+) ms, offloaded \+ full ([\d.]+) ms",
+                     stored_output("06", "def pack(array)")).groups()
+    assert float(link[0]) == pytest.approx(float(offloaded[2]) * 2**20 / 25e9 * 1e3, abs=0.006)  # 25 GB/s
+    assert float(link[1]) == pytest.approx(float(both[2]) * 2**20 / 25e9 * 1e3, abs=0.006)
     assert 64 * 256 * 8 / 2**20 == pytest.approx(0.125)                # one hidden layer's array, 64 × 256
+
+
+@pytest.mark.upstream
+def test_06_pytorch_packs_an_array_once_for_each_save_as_haaw_does():
+    """06+: "an array that two operations save ... is packed once for each save (PyTorch's save_on_cpu does the
+    same)": save_on_cpu is a pair of saved-tensor hooks, and PyTorch calls pack for every save."""
+    torch = pytest.importorskip("torch")
+    from haaw import saved_tensors_hooks
+
+    packed = {"torch": 0, "haaw": 0}
+    x = torch.ones(3, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (packed.__setitem__("torch", packed["torch"] + 1), t)[1],
+                                                  lambda t: t):
+        y = x.tanh()
+        y * y  # tanh keeps y; the product keeps y twice
+    hx = Tensor(np.ones(3), requires_grad=True)
+    with saved_tensors_hooks(lambda a: (packed.__setitem__("haaw", packed["haaw"] + 1), a)[1], lambda a: a):
+        hy = hx.tanh()
+        hy * hy
+    assert packed["torch"] == packed["haaw"] == 3
