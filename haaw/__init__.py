@@ -11,13 +11,14 @@ Importing haaw loads NumPy only; torch, matplotlib and ipywidgets are imported b
 that use them, so the course starts fast and runs without the optional ones.
 """
 from . import amp, nn, optim
-from .engine import (Function, Tensor, Value, cat, checkpoint, detect_anomaly, from_numpy, no_grad, stack, tensor,
-                     where)
+from .engine import (Function, Tensor, Value, cat, checkpoint, detect_anomaly, from_numpy, no_grad,
+                     saved_tensors_hooks, stack, tensor, where)
 from .engine.plugins import use
 from .nn import manual_seed
 
 __all__ = ["Function", "Tensor", "Value", "amp", "cat", "checkpoint", "detect_anomaly", "from_numpy",
-           "manual_seed", "nn", "no_grad", "optim", "stack", "tensor", "use", "where"]
+           "manual_seed", "nn", "no_grad", "optim", "saved_tensors_hooks", "stack", "tensor", "use",
+           "where"]
 
 
 def __getattr__(name: str):

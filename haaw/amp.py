@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine import plugins
+import functools
+from contextlib import ContextDecorator
+
+from .engine import modes, plugins
 from .engine.guard import refusable
-from .engine.dtypes import as_dtype
+from .engine.dtypes import as_dtype, is_float
 
 FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
@@ -131,3 +134,82 @@ class MasterWeights:
 plugins.slot("loss_scale", "update_scale(scale, good_steps, found_inf, growth_factor, backoff_factor, "
                            "growth_interval) -> (new scale, new good_steps)",
              refuses=("amp.DynamicLossScaler.update", "torch.amp.GradScaler"))
+
+
+# --- autocast, and custom Functions under it ------------------------------------------------------
+class autocast(ContextDecorator):
+    """Inside the block, matrix products (``@``, ``matmul``, ``F.linear``) cast their float inputs to ``dtype`` and
+    run in it; every other operation runs in its inputs' format. The casts are recorded, so gradients flow back to
+    the fp32 weights in fp32. ``with amp.autocast("cpu", dtype="bfloat16"):`` as PyTorch's ``torch.autocast``;
+    ``device_type`` is accepted for its spelling (haaw has one device), ``enabled=False`` turns autocast off."""
+
+    def __init__(self, device_type: str = "cpu", dtype="bfloat16", enabled: bool = True):
+        self.dtype = as_dtype(dtype, "autocast") if enabled else None
+        self._blocks = []  # a stack: the same object may be entered again by a recursive call
+
+    def __enter__(self):
+        block = modes.autocast_as(self.dtype)
+        block.__enter__()
+        self._blocks.append(block)
+        return self
+
+    def __exit__(self, *exc):
+        return self._blocks.pop().__exit__(*exc)
+
+
+def is_autocast_enabled(device_type: str = "cpu") -> bool:
+    return modes.autocast_dtype() is not None
+
+
+def get_autocast_dtype(device_type: str = "cpu"):
+    """The format autocast would cast to: its dtype while it is on, bfloat16 (haaw's CPU default) while it is off."""
+    return modes.autocast_dtype() or as_dtype("bfloat16")
+
+
+def custom_fwd(fwd=None, *, device_type: str = "cpu", cast_inputs=None):
+    """Decorate a custom Function's ``forward``: it notes on ``ctx`` whether autocast was on, and in which format, so
+    that ``custom_bwd`` can run the backward the same way. With ``cast_inputs`` (a dtype), under autocast, the
+    forward's float arrays are cast to it and the forward runs with autocast off (an operation that needs fp32);
+    outside autocast it changes nothing. As ``torch.amp.custom_fwd``."""
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def forward(ctx, *args, **kwargs):
+        state = modes.autocast_dtype()
+        ctx.input_dtypes = tuple(a.dtype if hasattr(a, "dtype") else None for a in args)
+        if cast_inputs is None or state is None:
+            ctx.autocast_state = state
+            return fwd(ctx, *args, **kwargs)
+        ctx.autocast_state = None  # the forward ran with autocast off: so will the backward
+        low = as_dtype(cast_inputs, "custom_fwd(cast_inputs=...)")
+        cast = [a.astype(low) if isinstance(a, np.ndarray) and is_float(a.dtype) else a for a in args]
+        with modes.autocast_as(None):
+            return fwd(ctx, *cast, **kwargs)
+
+    return forward
+
+
+def custom_bwd(bwd=None, *, device_type: str = "cpu"):
+    """Decorate a custom Function's ``backward`` (its ``forward`` decorated with ``custom_fwd``): the backward runs
+    in the autocast state its forward ran in, whatever the state where ``.backward()`` was called, and each
+    gradient comes back in the format of its forward argument (PyTorch's engine does that last part for every
+    Function). As ``torch.amp.custom_bwd``."""
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def backward(ctx, *grads):
+        if not hasattr(ctx, "autocast_state"):
+            raise TypeError("custom_bwd: decorate the Function's forward with custom_fwd too (it notes the autocast "
+                            "state the backward should run in)")
+        with modes.autocast_as(ctx.autocast_state):
+            out = bwd(ctx, *grads)
+        single = not isinstance(out, (tuple, list))
+        out = [out] if single else list(out)
+        for i, (g, kind) in enumerate(zip(out, ctx.input_dtypes)):
+            if isinstance(g, np.ndarray) and kind is not None and g.dtype != kind:
+                out[i] = g.astype(kind)
+        return out[0] if single else tuple(out)
+
+    return backward

@@ -144,3 +144,113 @@ def test_a_skipped_step_returns_false_and_a_taken_one_true():
     assert master.step(DynamicLossScaler(8.0), lr=0.1) is False
     w.grad = np.array([1.0, 1.0], dtype=np.float16)
     assert master.step(DynamicLossScaler(8.0), lr=0.1) is True
+
+
+# --- autocast, and custom Functions under it ---------------------------------------------------------
+def _fp32_pair():
+    rng = np.random.default_rng(0)
+    return (Tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True),
+            Tensor(rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True))
+
+
+def test_autocast_runs_matrix_products_in_16_bits_and_sends_fp32_gradients_to_fp32_weights():
+    from haaw import amp
+
+    x, w = _fp32_pair()
+    with amp.autocast("cpu", dtype="bfloat16"):
+        y = x @ w
+        z = F.linear(x, w, Tensor(np.zeros(2, dtype=np.float32)))
+        s = y.tanh()  # not a matrix product: the format of its input
+        assert amp.is_autocast_enabled() and amp.get_autocast_dtype() == dtype("bfloat16")
+    assert y.dtype == z.dtype == s.dtype == dtype("bfloat16") and not amp.is_autocast_enabled()
+    y.float().sum().backward()
+    assert x.grad.dtype == w.grad.dtype == np.float32
+    with amp.autocast(dtype="float16", enabled=False):
+        assert (x @ w).dtype == np.float32
+
+
+def _recording_matmul(decorated: bool, cast_inputs=None):
+    """A custom matrix product whose forward and backward use the engine's own products (so autocast reaches
+    them); ``seen`` collects the format of every product each pass computed."""
+    from haaw import Function, amp
+
+    seen = {"forward": [], "backward": []}
+    fwd_deco = amp.custom_fwd(cast_inputs=cast_inputs) if decorated else (lambda f: f)
+    bwd_deco = amp.custom_bwd if decorated else (lambda f: f)
+
+    class MyMatmul(Function):
+        @staticmethod
+        @fwd_deco
+        def forward(ctx, a, b):
+            ctx.a, ctx.b = a, b
+            out = (Tensor(a) @ Tensor(b)).data
+            seen["forward"].append(out.dtype)
+            return out
+
+        @staticmethod
+        @bwd_deco
+        def backward(ctx, g):
+            grads = ((Tensor(g) @ Tensor(ctx.b).T).data, (Tensor(ctx.a).T @ Tensor(g)).data)
+            seen["backward"] += [grads[0].dtype, grads[1].dtype]
+            return grads
+
+    return MyMatmul, seen
+
+
+@pytest.mark.parametrize("decorated", [True, False])
+def test_custom_bwd_runs_the_backward_in_the_forward_s_autocast_state_whatever_the_state_at_backward(decorated):
+    from haaw import amp
+
+    bf16 = dtype("bfloat16")
+    # forward under autocast, backward called outside it
+    MyMatmul, seen = _recording_matmul(decorated)
+    x, w = _fp32_pair()
+    with amp.autocast(dtype="bfloat16"):
+        out = MyMatmul.apply(x, w)
+    out.float().sum().backward()
+    assert seen["forward"] == [bf16]
+    assert seen["backward"] == ([bf16, bf16] if decorated else [np.float32, np.float32])
+    if decorated:
+        assert x.grad.dtype == w.grad.dtype == np.float32  # back in the format of the forward's arguments
+    # forward outside autocast, backward called inside it
+    MyMatmul, seen = _recording_matmul(decorated)
+    x, w = _fp32_pair()
+    out = MyMatmul.apply(x, w)
+    with amp.autocast(dtype="bfloat16"):
+        out.sum().backward()
+    assert seen["forward"] == [np.float32]
+    assert seen["backward"] == ([np.float32, np.float32] if decorated else [bf16, bf16])
+
+
+def test_custom_fwd_cast_inputs_runs_the_forward_in_that_format_with_autocast_off_and_only_under_autocast():
+    from haaw import amp
+
+    MyMatmul, seen = _recording_matmul(True, cast_inputs=np.float32)
+    x16 = Tensor(np.ones((2, 3), dtype=np.float16), requires_grad=True)
+    w16 = Tensor(np.ones((3, 2), dtype=np.float16), requires_grad=True)
+    with amp.autocast(dtype="float16"):
+        out = MyMatmul.apply(x16, w16)
+        out.sum().backward()  # backward inside autocast: still run with autocast off, as the forward was
+    assert seen == {"forward": [np.float32], "backward": [np.float32, np.float32]}
+    assert x16.grad.dtype == w16.grad.dtype == np.float16  # each gradient in its argument's format
+    MyMatmul, seen = _recording_matmul(True, cast_inputs=np.float32)
+    MyMatmul.apply(x16, w16)  # outside autocast: cast_inputs changes nothing
+    assert seen["forward"] == [np.float16]
+
+
+def test_custom_bwd_without_custom_fwd_says_what_is_missing():
+    from haaw import Function, amp
+
+    class Half(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 0.5
+
+        @staticmethod
+        @amp.custom_bwd
+        def backward(ctx, g):
+            return g * 0.5
+
+    x, _ = _fp32_pair()
+    with pytest.raises(TypeError, match="custom_fwd"):
+        Half.apply(x).sum().backward()

@@ -349,3 +349,90 @@ def all_reduce_with_torch(shards: list, weights: list, timeout: float = 120) -> 
             with np.load(os.path.join(out_dir, f"rank{rank}.npz")) as saved:
                 results.append([saved[f"arr_{i}"] for i in range(len(saved.files))])
     return results
+
+
+# --- pipeline parallelism: a simulated schedule (the companion) ----------------------------------------------
+def pipeline_order(stages: int, micro: int, stage: int, kind: str) -> list[tuple[str, int]]:
+    """The order in which ``stage`` (0 is the first) runs its work: ("F", j) is micro-batch j's forward, ("B", j)
+    its backward. GPipe: every forward, then every backward. 1F1B: as many forwards as there are stages after this
+    one (the warm-up), then one forward and one backward in turn, then the backwards that are left."""
+    if kind == "gpipe":
+        return [("F", j) for j in range(micro)] + [("B", j) for j in range(micro)]
+    if kind != "1f1b":
+        raise ValueError(f"pipeline_order: kind is 'gpipe' or '1f1b', not {kind!r}")
+    warm = min(stages - 1 - stage, micro)
+    order = [("F", j) for j in range(warm)]
+    for j in range(micro - warm):
+        order += [("F", warm + j), ("B", j)]
+    return order + [("B", j) for j in range(micro - warm, micro)]
+
+
+@refusable("nb09.pipeline_schedule", "the course's pipeline simulator, nb09.pipeline_schedule")
+def pipeline_schedule(stages: int, micro: int, kind: str = "gpipe", forward: float = 1.0,
+                      backward: float = 2.0) -> dict:
+    """Run one step of a pipeline of ``stages`` workers on ``micro`` micro-batches, each stage in its order, each
+    piece of work as soon as its stage is free and what it needs is done (a forward needs the previous stage's
+    forward of the same micro-batch; a backward, the next stage's backward, or on the last stage its own forward).
+
+    Returns the work as ``(stage, "F" or "B", micro-batch, start, end)``, the step's time, the bubble (the share of
+    stages × time spent idle) and, per stage, the most micro-batches in flight: forward done, backward not yet."""
+    orders = [pipeline_order(stages, micro, s, kind) for s in range(stages)]
+    done, free, work = {}, [0.0] * stages, []
+    position = [0] * stages
+    while any(position[s] < len(orders[s]) for s in range(stages)):
+        progressed = False
+        for s in range(stages):
+            if position[s] == len(orders[s]):
+                continue
+            what, j = orders[s][position[s]]
+            needs = (s - 1, "F", j) if what == "F" else ((s + 1, "B", j) if s < stages - 1 else (s, "F", j))
+            if what == "F" and s == 0:
+                needs = None
+            if needs is not None and needs not in done:
+                continue
+            start = max(free[s], done[needs] if needs else 0.0)
+            end = start + (forward if what == "F" else backward)
+            done[(s, what, j)], free[s] = end, end
+            work.append((s, what, j, start, end))
+            position[s] += 1
+            progressed = True
+        if not progressed:
+            raise RuntimeError("pipeline_schedule: the orders wait on each other")
+    step = max(free)
+    busy = micro * (forward + backward) * stages
+    in_flight = []
+    for order in orders:
+        count = peak = 0
+        for what, _ in order:
+            count += 1 if what == "F" else -1
+            peak = max(peak, count)
+        in_flight.append(peak)
+    return {"work": work, "step": step, "bubble": 1 - busy / (stages * step), "in_flight": in_flight}
+
+
+def draw_pipelines(schedules: dict):
+    """One Gantt panel per schedule: a row per stage, forwards light, backwards dark, each labelled with its
+    micro-batch; the idle gaps are the bubble."""
+    import matplotlib.pyplot as plt
+
+    from .style import PALETTE
+
+    fig, axes = plt.subplots(len(schedules), 1, figsize=(8, 1.1 + 0.55 * len(schedules) * 4), sharex=True)
+    for ax, (title, plan) in zip(np.atleast_1d(axes), schedules.items()):
+        stages = 1 + max(s for s, *_ in plan["work"])
+        for s, what, j, start, end in plan["work"]:
+            colour = PALETTE[0] if what == "F" else PALETTE[1]
+            ax.broken_barh([(start, end - start)], (stages - 1 - s - 0.38, 0.76), facecolors=colour,
+                           edgecolors="white", linewidth=0.8)
+            ax.text((start + end) / 2, stages - 1 - s, str(j + 1), ha="center", va="center", fontsize=10,
+                    color="white")
+        ax.set_yticks(range(stages), [f"stage {stages - 1 - r}" for r in range(stages)])
+        ax.set_title(f"{title}: bubble {plan['bubble']:.0%}, in flight on stage 0: {plan['in_flight'][0]}",
+                     loc="left")
+    from matplotlib.patches import Patch
+
+    np.atleast_1d(axes)[0].legend(handles=[Patch(color=PALETTE[0], label="forward"),
+                                           Patch(color=PALETTE[1], label="backward")], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=10)
+    np.atleast_1d(axes)[-1].set_xlabel("time (one forward = 1, one backward = 2)")
+    fig.tight_layout()
+    return fig

@@ -7,9 +7,10 @@ scalar engine), ``ops`` (every tensor operation beside its vector-Jacobian produ
 (what they may read of a node). It imports nothing from the rest of haaw.
 """
 from .function import Function, checkpoint
+from .hooks import saved_tensors_hooks
 from .modes import detect_anomaly, no_grad
 from .tensor import Tensor, cat, from_numpy, stack, tensor, where
 from .value import Value
 
-__all__ = ["Function", "Tensor", "Value", "cat", "checkpoint", "detect_anomaly", "from_numpy", "no_grad", "stack",
-           "tensor", "where"]
+__all__ = ["Function", "Tensor", "Value", "cat", "checkpoint", "detect_anomaly", "from_numpy", "no_grad",
+           "saved_tensors_hooks", "stack", "tensor", "where"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from . import guard, hooks
 from .autograd import topological_order
-from .ops import Op, no_flops
+from .ops import OPS, Op, no_flops
 from contextlib import contextmanager
 
 import pickle
@@ -132,14 +132,21 @@ class Checkpoint(Function):
     always_record = True  # fn may hold parameters that need gradients even if its inputs do not
 
     @staticmethod
-    def forward(ctx, fn, *inputs, tensors=None, preserve_rng_state=True):
+    def forward(ctx, fn, *inputs, tensors=None, preserve_rng_state=True, save=()):
         guard.check("function.Checkpoint")
+        for name in save:
+            if name not in OPS or OPS[name].keep is None:
+                known = sorted(n for n, op in OPS.items() if op.keep is not None)
+                raise ValueError(f"checkpoint(save=...): {name!r} cannot be kept; the operations whose results "
+                                 f"selective checkpointing can keep are {known}")
         tensors = tensors or (True,) * len(inputs)  # which inputs were Tensors: the others are passed as they are
         # the generators' states, kept as bytes (2.5 KB for NumPy's): bookkeeping, not an array backward computes
         # with, so the memory tracker, which counts those, leaves it out, as PyTorch's memory of activations does
         ctx.rng = pickle.dumps([get() for get, _ in RANDOM_SOURCES]) if preserve_rng_state else None
-        with no_grad():  # nothing inside is recorded, so nothing inside is saved
+        kept = []  # selective: the results of the operations named in save, kept for the recomputation
+        with no_grad(), hooks.selecting(save, kept, "keep"):  # nothing inside is recorded, so nothing inside is saved
             out = fn(*(wrap(a) if t else a for a, t in zip(inputs, tensors) if t is not None))
+        ctx.save, ctx.kept = tuple(save), kept
         if not isinstance(out, Tensor):
             raise TypeError(f"checkpoint: fn must return a Tensor, got {type(out).__name__}")
         ctx.fn, ctx.inputs, ctx.tensors = fn, inputs, tensors  # the inputs are all that is kept
@@ -154,8 +161,11 @@ class Checkpoint(Function):
             if isinstance(t, Tensor):
                 t.requires_grad = need
         # recorded even when backward was called inside no_grad(), as PyTorch's recomputation is
-        with hooks.recompute(), enable_grad(), _replaying(_states(getattr(ctx, "rng", None))):
-            again = ctx.fn(*(a for a, t in zip(fresh, tensors) if t is not None))  # this time recorded
+        kept = list(getattr(ctx, "kept", ()))
+        with (hooks.recompute(), enable_grad(), _replaying(_states(getattr(ctx, "rng", None))),
+              hooks.selecting(getattr(ctx, "save", ()), kept, "reuse")):
+            # this time recorded; the kept results reused, not computed again
+            again = ctx.fn(*(a for a, t in zip(fresh, tensors) if t is not None))
         if again.requires_grad:
             # fn may use a tensor computed outside it (an intermediate of the enclosing graph): this pass sends
             # it fn's share and on to its parents, as PyTorch's does, but its .grad is the enclosing pass's
@@ -167,7 +177,8 @@ class Checkpoint(Function):
         return (None, *(t.grad if isinstance(t, Tensor) else None for t in fresh))
 
 
-def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool | None = None) -> Tensor:
+def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool | None = None,
+               save=()) -> Tensor:
     """``fn(*inputs)``, with its activations recomputed during backward instead of stored.
 
     ``fn`` may use tensors from outside (a weight, or an intermediate of the enclosing graph): their gradients
@@ -176,6 +187,10 @@ def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool
     Tensors (a dim, a flag, a float) reach ``fn`` as they are. The recomputation sees the random state the forward
     pass saw (NumPy's global generator and haaw's), unless ``preserve_rng_state=False``, as in PyTorch.
     ``use_reentrant`` is accepted for PyTorch's spelling; haaw's checkpoint is PyTorch's non-reentrant one.
+
+    ``save`` makes it *selective*: the results of the operations it names (``"matmul"``, ``"linear"``) are kept from
+    the forward pass and reused, not recomputed; everything else inside is recomputed. PyTorch writes this as
+    ``context_fn=partial(create_selective_checkpoint_contexts, [torch.ops.aten.mm.default, ...])``.
     """
     if use_reentrant:
         raise NotImplementedError("checkpoint(use_reentrant=True): haaw's checkpoint is PyTorch's non-reentrant "
@@ -183,4 +198,4 @@ def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool
     tensors = tuple(isinstance(t, Tensor) for t in inputs)
     if not any(tensors):  # fn uses only tensors from outside: an anchor gives the result a parent, so that
         inputs, tensors = (Tensor(0.0), *inputs), (None, *tensors)  # backward reaches it (fn is not passed it)
-    return Checkpoint.apply(fn, *inputs, tensors=tensors, preserve_rng_state=preserve_rng_state)
+    return Checkpoint.apply(fn, *inputs, tensors=tensors, preserve_rng_state=preserve_rng_state, save=tuple(save))

@@ -17,6 +17,11 @@ from contextvars import ContextVar
 _hooks = {"forward": ContextVar("haaw_forward_hooks", default=()),
           "backward": ContextVar("haaw_backward_hooks", default=())}
 _recomputing: ContextVar[bool] = ContextVar("haaw_recomputing", default=False)
+# saved_tensors_hooks: the (pack, unpack) pair every saved array passes through, or None
+_saved_hooks = ContextVar("haaw_saved_tensors_hooks", default=None)
+# selective checkpointing: (names of operations whose results are kept, the kept results, "keep" or "reuse")
+_selective = ContextVar("haaw_selective", default=None)
+_reused: ContextVar[bool] = ContextVar("haaw_reused", default=False)
 
 
 def on_forward() -> tuple:
@@ -51,3 +56,63 @@ def registered(when: str, fn):
         yield
     finally:
         hooks.reset(token)
+
+
+def reused() -> bool:
+    """True while the engine's hooks hear of an operation whose result selective checkpointing kept from the forward
+    pass instead of computing it again (no FLOPs were spent on it)."""
+    return _reused.get()
+
+
+@contextmanager
+def marked_reused():
+    token = _reused.set(True)
+    try:
+        yield
+    finally:
+        _reused.reset(token)
+
+
+def selective():
+    return _selective.get()
+
+
+@contextmanager
+def selecting(names, kept: list, mode: str):
+    """Inside the block, the results of the operations named in ``names`` are appended to ``kept`` (mode "keep") or
+    taken from its front instead of being computed (mode "reuse")."""
+    token = _selective.set((frozenset(names), kept, mode))
+    try:
+        yield
+    finally:
+        _selective.reset(token)
+
+
+class Packed:
+    """A saved array as ``pack`` returned it, and the ``unpack`` that brings it back when backward needs it."""
+
+    __slots__ = ("packed", "unpack")
+
+    def __init__(self, packed, unpack):
+        self.packed, self.unpack = packed, unpack
+
+
+def saved_pair():
+    return _saved_hooks.get()
+
+
+class saved_tensors_hooks:
+    """``with saved_tensors_hooks(pack, unpack):`` every array an operation recorded inside the block saves for its
+    backward is replaced by ``pack(array)``; when backward reaches the operation, ``unpack(packed)`` must give the
+    array back. As PyTorch's ``torch.autograd.graph.saved_tensors_hooks``; offloading saved arrays to the host
+    (the CPU's memory) and compressing them are written with it."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pair, self._tokens = (pack_hook, unpack_hook), []
+
+    def __enter__(self):
+        self._tokens.append(_saved_hooks.set(self.pair))
+        return self
+
+    def __exit__(self, *exc):
+        _saved_hooks.reset(self._tokens.pop())

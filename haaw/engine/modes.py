@@ -11,6 +11,8 @@ from contextvars import ContextVar
 
 _grad_enabled: ContextVar[bool] = ContextVar("haaw_grad_enabled", default=True)
 _detect_anomaly: ContextVar[bool] = ContextVar("haaw_detect_anomaly", default=False)
+# autocast (haaw.amp.autocast): the 16-bit format matrix products run in, or None when autocast is off
+_autocast = ContextVar("haaw_autocast", default=None)
 
 
 class no_grad(ContextDecorator):
@@ -105,3 +107,18 @@ def grad_enabled() -> bool:
 def anomaly_detection() -> bool:
     """Is every operation's forward and backward watched for nan and inf right now?"""
     return _detect_anomaly.get()
+
+
+def autocast_dtype():
+    """The format autocast runs matrix products in (a NumPy dtype), or None when autocast is off."""
+    return _autocast.get()
+
+
+@contextmanager
+def autocast_as(dtype):
+    """Inside the block, autocast's format is ``dtype`` (None: off). ``haaw.amp.autocast`` is the public door."""
+    token = _autocast.set(dtype)
+    try:
+        yield
+    finally:
+        _autocast.reset(token)

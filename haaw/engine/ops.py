@@ -78,6 +78,7 @@ class Op:
     view: bool = False  # the result may share memory with the first input (reshape, slices, ...)
     always_record: bool = False  # record even when no input needs a gradient (checkpoint: fn's parameters do)
     slot: str | None = None  # a haaw.use slot: your function there, when one is in use, is the whole backward
+    keep: Callable | None = None  # keep(ctx, *inputs): what forward saves, without computing (selective checkpoints)
 
 
 OPS: dict[str, Op] = {}
@@ -216,6 +217,13 @@ defvjp(matmul, lambda ctx, g: unbroadcast(_mm(g, _T(ctx.b)), ctx.a.shape),  # dA
        flops=_matmul_flops)
 
 
+def _keep_matmul(ctx, a, b):
+    ctx.a, ctx.b = a, b
+
+
+OPS["matmul"].keep = _keep_matmul
+
+
 def linear(ctx, x, w, b):
     """Y = XW + b in one step (the layer of notebook 03): b is added to every row of XW."""
     ctx.x, ctx.w, ctx.b_shape = x, w, b.shape
@@ -228,6 +236,13 @@ defvjp(linear, lambda ctx, g: unbroadcast(_mm(g, _T(ctx.w)), ctx.x.shape),  # dX
                lambda ctx, g: unbroadcast(_mm(_T(ctx.x), g), ctx.w.shape),  # dW = Xᵀ G
                lambda ctx, g: unbroadcast(g, ctx.b_shape).copy(),  # db = G summed over the batch
        flops=_linear_flops)
+
+
+def _keep_linear(ctx, x, w, b):
+    ctx.x, ctx.w, ctx.b_shape = x, w, b.shape
+
+
+OPS["linear"].keep = _keep_linear
 
 
 # --- elementwise functions ------------------------------------------------------------------------

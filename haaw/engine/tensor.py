@@ -13,9 +13,12 @@ from numbers import Number
 import numpy as np
 
 from . import autograd, checks, dtypes, hooks, plugins
-from .modes import anomaly_detection, grad_enabled
+from .modes import anomaly_detection, autocast_dtype, grad_enabled
 from .ops import OPS, Context
 
+# under autocast these run in its 16-bit format (PyTorch's list is longer: convolutions, bmm, ...); every other
+# operation runs in the format of its inputs, as in PyTorch's autocast for operations on neither of its lists
+AUTOCAST_TO_LOW = ("matmul", "linear")
 _FLOAT_RESULT = ("exp", "log", "tanh", "sigmoid", "softmax", "log_softmax")  # on integers: computed in float64
 
 
@@ -27,6 +30,9 @@ def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
     """
     if isinstance(op, str):
         op = OPS[op]
+    low = autocast_dtype()
+    if low is not None and op.name in AUTOCAST_TO_LOW:  # autocast: cast recorded in the graph, as PyTorch's is
+        inputs = tuple(t.to(low) if dtypes.is_float(t.dtype) else t for t in inputs)
     arrays = [t.data for t in inputs]
     if op.name in _FLOAT_RESULT and not dtypes.is_float(arrays[0].dtype):
         arrays[0] = arrays[0].astype(np.float64)  # PyTorch too computes exp or sigmoid of integers in floats
@@ -35,8 +41,16 @@ def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
                         "Convert first: x.to(np.float64).mean(), or use sum() for a count")
     needs = tuple([t.requires_grad for t in inputs])
     ctx = Context(op, needs)
+    chosen = hooks.selective()
+    reuse = chosen is not None and op.name in chosen[0]
     try:
-        out = op.forward(ctx, *arrays, **params)
+        if reuse and chosen[2] == "reuse":  # selective checkpointing: the result the forward pass kept
+            op.keep(ctx, *arrays, **params)  # only what backward needs goes on ctx; nothing is computed
+            out = chosen[1].pop(0)
+        else:
+            out = op.forward(ctx, *arrays, **params)
+            if reuse:
+                chosen[1].append(out)
     except ValueError:  # explain the shapes in the course's words, not NumPy's
         problem = checks.shape_error(op.name, arrays)
         if problem:
@@ -65,8 +79,21 @@ def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
         ctx.slots = plugins.snapshot()  # your functions in use now are the ones its backward calls
         ctx.versions = [(t._vc, t._vc[0]) for t in inputs]
         ctx.versions.append((result._vc, result._vc[0]))
-    for hook in hooks.on_forward():
-        hook(op, ctx if recorded else None, inputs, result)
+    pair = hooks.saved_pair() if recorded else None
+    if pair is not None:  # saved_tensors_hooks: every saved array through pack, now; through unpack, in backward
+        for name, value in list(vars(ctx).items()):
+            if isinstance(value, np.ndarray):
+                setattr(ctx, name, hooks.Packed(pair[0](value), pair[1]))
+            elif isinstance(value, tuple) and any(isinstance(v, np.ndarray) for v in value):
+                setattr(ctx, name, tuple(hooks.Packed(pair[0](v), pair[1]) if isinstance(v, np.ndarray) else v
+                                         for v in value))
+    if reuse and chosen[2] == "reuse":
+        with hooks.marked_reused():
+            for hook in hooks.on_forward():
+                hook(op, ctx if recorded else None, inputs, result)
+    else:
+        for hook in hooks.on_forward():
+            hook(op, ctx if recorded else None, inputs, result)
     return result
 
 
@@ -184,6 +211,11 @@ class Tensor:
                 checks.versions_unchanged(self)
                 break
         op = ctx.op
+        for name, value in list(vars(ctx).items()):  # arrays saved through saved_tensors_hooks: unpacked now
+            if isinstance(value, hooks.Packed):
+                setattr(ctx, name, value.unpack(value.packed))
+            elif isinstance(value, tuple) and any(isinstance(v, hooks.Packed) for v in value):
+                setattr(ctx, name, tuple(v.unpack(v.packed) if isinstance(v, hooks.Packed) else v for v in value))
         with plugins.as_at(ctx.slots):  # the slots as the forward pass found them, unbroadcast's too
             yours = plugins.override(op.slot) if op.slot else None  # your backward for it (haaw.use), if in use
             if yours:

@@ -54,6 +54,8 @@ def count_flops():
     counter = FlopCounter()
 
     def forward(op, ctx, inputs, out):
+        if hooks.reused():  # selective checkpointing reused the forward pass's result: nothing was computed
+            return
         needs = tuple(t.requires_grad for t in inputs)
         direction = counter.recompute if hooks.recomputing() else counter.forward
         direction[op.name] += op.flops([t.data for t in inputs], out.data, needs)[0]

@@ -33,6 +33,8 @@ def saved_arrays(saved, leaves=frozenset(), _seen=None) -> list:
         seen.add(id(value))
         if isinstance(value, Tensor):
             value = value.data
+        if isinstance(value, hooks.Packed):  # through saved_tensors_hooks: counted if pack kept an array here
+            value = value.packed
         if isinstance(value, np.ndarray):
             if id(value) not in leaves:
                 found.append(value)

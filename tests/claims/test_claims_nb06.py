@@ -2,6 +2,8 @@
 
 The stacks and chains here are built again from scratch, not taken from the notebook or from
 ``nb06.measure``, so that a change to either cannot make its own claim pass."""
+import re
+
 import numpy as np
 import pytest
 
@@ -340,3 +342,74 @@ def test_06_no_output_nbval_compares_depends_on_a_timing():
                 timed += 1
                 assert "nbval-ignore-output" in cell.metadata.get("tags", []), (path.name, cell.source[:80])
     assert timed >= 3
+
+
+def _companion_lines(stored_output, source):
+    return {line.split()[0] + (" + full" if "+ full" in line else ""): line
+            for line in stored_output("06", source).splitlines() if line.strip()}
+
+
+def test_06_selective_checkpointing_recomputes_all_but_the_matrix_products_and_keeps_their_results(stored_output):
+    """Recomputed here with the core's stack: selective recomputation is full recomputation less its linear layers'
+    FLOPs, with the same gradients; the peak grows by the kept results of the 32 linear layers, less at most one
+    block's (the block being recomputed at the peak reuses its kept results instead of making new ones)."""
+    from functools import partial
+
+    from haaw.course import nb06
+
+    blocks, _ = nb06.make_stack()
+    x0 = np.random.default_rng(1).standard_normal((64, 64))
+    runs = {}
+    for name, keep in (("none", None), ("full", checkpoint), ("selective", partial(checkpoint, save=("linear",)))):
+        with track_memory() as memory, count_flops() as flops:
+            x = nb06.run_stack(blocks, x0, None if keep is None else 1, keep=keep or checkpoint)
+        runs[name] = (memory.peak, dict(flops.recompute), flops.total_forward + flops.total_backward, x.grad)
+    full, selective = runs["full"][1], runs["selective"][1]
+    assert sum(selective.values()) == sum(full.values()) - full["linear"] and "linear" not in selective
+    assert np.array_equal(runs["selective"][3], runs["none"][3]) and np.array_equal(runs["full"][3], runs["none"][3])
+    kept_per_block = (64 * 256 + 64 * 64) * 8
+    assert 16 * kept_per_block - kept_per_block <= runs["selective"][0] - runs["full"][0] <= 16 * kept_per_block
+    lines = _companion_lines(stored_output, "ways = {")
+    for name, (peak, recompute, plain, _) in runs.items():
+        assert f"{peak / 2**20:5.2f} MiB, recomputed {sum(recompute.values()) / plain:6.1%}" in lines[name]
+        assert lines[name].endswith("gradient the same as none's: True")
+    assert runs["selective"][0] / runs["none"][0] == pytest.approx(0.25, abs=0.01)  # "a quarter"
+    assert 25 <= sum(full.values()) / sum(selective.values()) <= 35                   # "about a thirtieth"
+
+
+def test_06_offloading_keeps_nothing_on_the_accelerator_and_moves_each_save_once(stored_output):
+    lines = _companion_lines(stored_output, "def pack(array)")
+    offloaded = re.search(r"peak kept for backward\s+([\d.]+) MiB, recomputed\s+([\d.]+)%,\s+([\d.]+) MiB to the host "
+                          r"and\s+([\d.]+) MiB back, gradient the same: True", lines["offloaded"]).groups()
+    assert offloaded[:2] == ("0.00", "0.0") and offloaded[2] == offloaded[3] and float(offloaded[2]) > 15.05
+    both = re.search(r"peak kept for backward\s+([\d.]+) MiB, recomputed\s+([\d.]+)%,\s+([\d.]+) MiB to the host",
+                     lines["offloaded + full"]).groups()
+    inputs = 16 * 64 * 64 * 8 / 2**20                                   # the 16 blocks' inputs: 0.5 MiB
+    assert inputs <= float(both[2]) <= inputs + 3 * 64 * 64 * 8 / 2**20  # and the loss's few saves
+    assert both[1] == "33.6" and 0 < float(both[0]) < 1.41
+    assert "the most one operation saves: 0.12 MiB" in stored_output("06", "def pack(array)")
+    link = re.search(r"each way: offloaded ([\d.]+) ms, offloaded \+ full ([\d.]+) ms",
+                     stored_output("06", "def pack(array)")).groups()
+    assert float(link[0]) == pytest.approx(float(offloaded[2]) * 2**20 / 25e9 * 1e3, abs=0.006)  # 25 GB/s
+    assert float(link[1]) == pytest.approx(float(both[2]) * 2**20 / 25e9 * 1e3, abs=0.006)
+    assert 64 * 256 * 8 / 2**20 == pytest.approx(0.125)                # one hidden layer's array, 64 × 256
+
+
+@pytest.mark.upstream
+def test_06_pytorch_packs_an_array_once_for_each_save_as_haaw_does():
+    """06+: "an array that two operations save ... is packed once for each save (PyTorch's save_on_cpu does the
+    same)": save_on_cpu is a pair of saved-tensor hooks, and PyTorch calls pack for every save."""
+    torch = pytest.importorskip("torch")
+    from haaw import saved_tensors_hooks
+
+    packed = {"torch": 0, "haaw": 0}
+    x = torch.ones(3, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (packed.__setitem__("torch", packed["torch"] + 1), t)[1],
+                                                  lambda t: t):
+        y = x.tanh()
+        y * y  # tanh keeps y; the product keeps y twice
+    hx = Tensor(np.ones(3), requires_grad=True)
+    with saved_tensors_hooks(lambda a: (packed.__setitem__("haaw", packed["haaw"] + 1), a)[1], lambda a: a):
+        hy = hx.tanh()
+        hy * hy
+    assert packed["torch"] == packed["haaw"] == 3

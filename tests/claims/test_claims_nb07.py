@@ -643,3 +643,90 @@ def test_07_stochastic_rounding_and_compensation_recover_what_bf16_without_maste
     assert re.search(r"bf16, rounded to nearest\s+2\s+7%\s+94%\s+96%", text)
     verdicts = _printed("shares = {name: drop_share", COMPANION)
     assert verdicts.count(": True") == 2
+
+
+def _autocast_rows(text):
+    """{(autocast at forward, at backward, decorated): (forward format, backward format)} from the stored table."""
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"(on|off) / (on|off)\s+(yes|no)\s+(\w+)\s+(\w+)\s+(True|False)$", line)
+        if m:
+            rows[(m[1] == "on", m[2] == "on", m[3] == "yes")] = (m[4], m[5])
+            assert (m[4] == m[5]) == (m[6] == "True")
+    return rows
+
+
+def test_07_custom_bwd_runs_a_custom_backward_in_its_forward_s_autocast_state_without_it_the_caller_s():
+    """Recomputed with a Function of its own (NumPy formats read from the engine's products), and set beside the
+    companion's stored table: without the decorators the backward takes the state where .backward() is called."""
+    from haaw import Function, Tensor, amp
+
+    def formats(decorated, forward_in, backward_in):
+        seen = []
+        wrap_f = amp.custom_fwd if decorated else (lambda f: f)
+        wrap_b = amp.custom_bwd if decorated else (lambda f: f)
+
+        class Product(Function):
+            @staticmethod
+            @wrap_f
+            def forward(ctx, a, b):
+                ctx.a, ctx.b = a, b
+                seen.append((Tensor(a) @ Tensor(b)).data.dtype.name)
+                return (Tensor(a) @ Tensor(b)).data
+
+            @staticmethod
+            @wrap_b
+            def backward(ctx, g):
+                da = (Tensor(g) @ Tensor(ctx.b).T).data
+                seen.append(da.dtype.name)
+                return da, (Tensor(ctx.a).T @ Tensor(g)).data
+
+        a = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+        with amp.autocast(dtype="bfloat16", enabled=forward_in):
+            out = Product.apply(a, Tensor(np.ones((3, 2), np.float32)))
+        with amp.autocast(dtype="bfloat16", enabled=backward_in):
+            out.sum().backward()
+        return tuple(seen)
+
+    stored = _autocast_rows(_printed("def formats_of(", COMPANION))
+    assert len(stored) == 4
+    for (forward_in, backward_in, decorated), pair in stored.items():
+        assert formats(decorated, forward_in, backward_in) == pair
+        forward_format = "bfloat16" if forward_in else "float32"
+        called_format = "bfloat16" if backward_in else "float32"
+        assert pair == (forward_format, forward_format if decorated else called_format)
+    text = _printed("def formats_of(", COMPANION)
+    assert ("cast_inputs=float32, bf16 inputs, autocast on: forward in float32, backward in float32, "
+            "the inputs' gradients in bfloat16") in text
+
+
+@pytest.mark.upstream
+def test_07_pytorch_s_custom_bwd_restores_the_forward_s_autocast_state_and_cast_inputs_turns_it_off():
+    torch = pytest.importorskip("torch")
+    seen = []
+
+    class Product(torch.autograd.Function):
+        @staticmethod
+        @torch.amp.custom_fwd(device_type="cpu")
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a @ b
+
+        @staticmethod
+        @torch.amp.custom_bwd(device_type="cpu")
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            seen.append((g @ b.T).dtype)
+            return g @ b.T, a.T @ g
+
+    for forward_in in (True, False):
+        a = torch.ones(2, 3, requires_grad=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=forward_in):
+            out = Product.apply(a, torch.ones(3, 2))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=not forward_in):
+            out.sum().backward()
+        assert seen.pop() == (torch.bfloat16 if forward_in else torch.float32)
+        assert a.grad.dtype == torch.float32
+    text = _printed("class TorchMatmul", COMPANION)
+    if "not installed" not in text:
+        assert text.count("the same as haaw's: True") == 2

@@ -452,3 +452,80 @@ def test_09_linear_scaling_holds_to_a_batch_of_32_and_breaks_at_64_and_128(store
     x, y = make_data(512, seed=1)
     whole = loss_after(initial_weights(), x, y, batch=512, lr=0.32, examples=300 * 512)
     assert whole < 0.1   # half that rate converges on the whole set's gradient: 0.64 overshoots, it is no noise
+
+
+def test_09_zero_stage_3_gives_the_same_weights_for_one_and_a_half_times_the_all_reduce_s_bytes(stored_output):
+    """Two all-gathers of the weights and one reduce-scatter of the gradients, each (N − 1)·S bytes over all
+    workers, against the all-reduce's 2·(N − 1)·S; the small model's 81 float64 weights on 4 workers."""
+    read = stored_output("09", "def gather_layer(")
+    n, size = 4, 81 * 8
+    one = (n - 1) * size
+    assert "ZeRO stage 3 vs plain data parallelism agrees" in read
+    assert (f"all-gather forward {one:,} + all-gather backward {one:,} + reduce-scatter {one:,} = {3 * one:,}"
+            in read)
+    assert f"one all-reduce: {2 * one:,}; stage 3 sends 1.5 times as much" in read
+
+
+def test_09_zero_stage_3_divides_all_18_bytes_by_n_and_sends_3_n_minus_1_over_n(stored_output):
+    read = stored_output("09", "def traffic_per_worker(")
+    rows = {line[:14].strip(): line[14:].split() for line in read.splitlines()[1:]}
+    params = 7e9
+    whole_sharded = {"plain DDP": (18, 0), "ZeRO stage 1": (6, 12), "ZeRO stage 2": (2, 16), "ZeRO stage 3": (0, 18)}
+    for stage, (whole, sharded) in whole_sharded.items():
+        gb8, gb64, t8, _, t64, _ = rows[stage]
+        assert float(gb8) == pytest.approx(params * (whole + sharded / 8) / 1e9, abs=0.005)
+        assert float(gb64) == pytest.approx(params * (whole + sharded / 64) / 1e9, abs=0.005)
+        passes = 3 if stage == "ZeRO stage 3" else 2
+        assert float(t8) == pytest.approx(passes * 7 / 8, abs=5e-4)
+        assert float(t64) == pytest.approx(passes * 63 / 64, abs=5e-4)
+    assert float(rows["ZeRO stage 3"][1]) < 2 and rows["ZeRO stage 2"][1] == "15.75"
+
+
+def _pipeline_by_hand(p, m, forward=1, backward=2):
+    """GPipe's step by its recurrences: a stage starts micro-batch j's forward when it has finished j − 1 and the
+    stage before has finished j; backwards run from the last stage to the first, last micro-batch's first...
+    written independently of the course's simulator."""
+    f = np.zeros((p, m))
+    for s in range(p):
+        for j in range(m):
+            f[s, j] = max(f[s, j - 1] if j else 0, f[s - 1, j] if s else 0) + forward
+    b = np.zeros((p, m))
+    for s in reversed(range(p)):
+        for j in range(m):
+            ready = b[s + 1, j] if s < p - 1 else f[s, j]
+            b[s, j] = max(b[s, j - 1] if j else f[s, m - 1], ready) + backward
+    step = b.max()
+    return 1 - m * (forward + backward) / step
+
+
+def test_09_the_pipeline_bubble_is_p_minus_1_over_m_plus_p_minus_1_for_gpipe_and_1f1b_alike(stored_output):
+    read = stored_output("09", 'bubble_rows = {}')
+    p = 4
+    for m in (1, 2, 4, 8, 16, 32):
+        formula = (p - 1) / (m + p - 1)
+        assert _pipeline_by_hand(p, m) == pytest.approx(formula, abs=1e-12)
+        line = next(x for x in read.splitlines() if re.match(rf"\s+{m}\s+\d", x))
+        cells = line.split()
+        assert cells[1] == cells[2] == cells[3] == f"{formula:.1%}"
+        assert cells[4:] == [f"{m},", str(min(p, m))]  # in flight on stage 0: GPipe m, 1F1B at most p
+    assert "measured equals the formula, both schedules, every m: True" in read
+    assert "27.3%" in read and "8.6%" in read
+
+
+def test_09_megatron_s_split_mlp_gives_one_worker_s_output_and_gradients_for_one_all_reduce_each_way(stored_output):
+    """Independently: A by columns, B by rows, on 2 and 4 workers; the sums of the shares are one worker's."""
+    rng = np.random.default_rng(11)
+    x, a, b, dz = (rng.standard_normal(s) for s in ((5, 6), (6, 12), (12, 6), (5, 6)))
+    y = np.tanh(x @ a)
+    dh = (dz @ b.T) * (1 - y**2)
+    for n in (2, 4):
+        cols, rows = np.split(np.arange(12), n), np.split(np.arange(12), n)
+        ys = [np.tanh(x @ a[:, c]) for c in cols]
+        assert np.allclose(sum(yi @ b[r] for yi, r in zip(ys, rows)), y @ b)  # the forward all-reduce
+        dhs = [(dz @ b[r].T) * (1 - yi**2) for yi, r in zip(ys, rows)]
+        assert np.allclose(sum(dhi @ a[:, c].T for dhi, c in zip(dhs, cols)), dh @ a.T)  # the backward one
+        assert np.allclose(np.hstack([x.T @ dhi for dhi in dhs]), x.T @ dh)  # no communication
+        assert np.allclose(np.vstack([yi.T @ dz for yi in ys]), y.T @ dz)
+    read = stored_output("09", "def all_reduce(shares, phase)")
+    assert read.count("agrees") == 4
+    assert "all-reduces: 1 in forward, 1 in backward, each of 48 numbers" in read

@@ -444,3 +444,45 @@ def test_float32_leniency_names_no_mistake_it_is_not():
     assert "first logit's gradient" in check("05-softmax-grad", np.float32(0.25)).message
     assert "is not it" in check("05-softmax-grad", np.float32(-0.1501)).message
     assert check("05-softmax-grad", "-0.15000000596").status == WRONG  # typed digits are read as typed
+
+
+# --- 09-bubble ---------------------------------------------------------------------------------------------------
+def test_09_bubbles_written_wrong_in_ways_of_their_own_are_refused_and_not_named():
+    wrong = {
+        "every stage counted as waiting": lambda stages, micro: stages / (micro + stages - 1),
+        "integer division": lambda stages, micro: (stages - 1) // (micro + stages - 1),
+        "a percentage": lambda stages, micro: 100 * (stages - 1) / (micro + stages - 1),
+        "the busy share's complement, one slot too many": lambda stages, micro: 1 - micro / (micro + stages),
+        "idle slots over the stages": lambda stages, micro: (stages - 1) / (stages * micro),
+        "right while the stages are few": lambda stages, micro: (stages - 1) / (micro + stages - 1) if stages < 8
+        else 0.0,
+    }
+    for what, fn in wrong.items():
+        message = _refused("09-bubble", fn)
+        assert not _named(message), (what, message)
+
+
+def test_09_each_named_bubble_mistake_is_named_when_written_another_way():
+    named = {
+        "the bubble against the ideal time": lambda stages, micro: (stages - 1.0) / float(micro),
+        "the busy share": lambda stages, micro: 1 - (stages - 1) / (micro + stages - 1),
+        "one slot too many": lambda stages, micro: 1 - (micro + 1) / (micro + stages),
+    }
+    for name, fn in named.items():
+        assert f"This looks like {name}" in _refused("09-bubble", fn)
+
+
+def test_09_a_bubble_read_off_the_course_s_simulator_is_refused_a_learner_s_own_count_passes():
+    from haaw.course import nb09
+
+    message = _refused("09-bubble", lambda stages, micro: nb09.pipeline_schedule(stages, micro)["bubble"])
+    assert "nb09.pipeline_schedule" in message and not _named(message)
+
+    def by_slots(stages, micro):  # a GPipe forward pass slot by slot: which stage works on what, when
+        slots = micro + stages - 1
+        busy = sum(1 for t in range(slots) for s in range(stages) if 0 <= t - s < micro)
+        return 1 - busy / (stages * slots)
+
+    assert check("09-bubble", by_slots).status == CORRECT
+    assert check("09-bubble", lambda p, m: 1 - m / (m + p - 1)).status == CORRECT
+    assert check("09-bubble", inspect.unwrap(REGISTRY["09-bubble"].reference)).status == CORRECT

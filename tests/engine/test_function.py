@@ -220,3 +220,112 @@ def test_a_checkpoint_whose_inputs_hold_no_tensor_sends_gradients_to_what_fn_cap
     k = extra[0] if extra else 1.0
     assert out.dtype == np.float32 and w.grad is not None and w.grad.dtype == np.float32
     np.testing.assert_allclose(w.grad, 2 * k * np.array([1.0, 2.0, 3.0]), rtol=1e-6)
+
+
+# --- selective checkpointing and saved_tensors_hooks ---------------------------------------------------------
+def _block_stack():
+    from haaw.course import nb06
+
+    blocks, layers = nb06.make_stack(depth=4, width=8)
+    return blocks, layers, np.random.default_rng(1).standard_normal((5, 8))
+
+
+def test_selective_checkpointing_gives_the_same_gradients_and_recomputes_none_of_the_kept_operations():
+    from functools import partial
+
+    from haaw.course import nb06
+    from haaw.tools.flops import count_flops
+    from haaw.tools.memory import track_memory
+
+    blocks, layers, x0 = _block_stack()
+    measured = {}
+    checkpoint = haaw.checkpoint
+    for name, keep in (("none", None), ("full", checkpoint), ("selective", partial(checkpoint, save=("linear",)))):
+        for layer in layers:
+            layer.zero_grad()
+        with track_memory() as memory, count_flops() as flops:
+            x = nb06.run_stack(blocks, x0, None if keep is None else 1, keep=keep or checkpoint)
+        measured[name] = (x.grad, [p.grad.copy() for layer in layers for p in layer.parameters()], memory.peak,
+                          dict(flops.recompute))
+    for name in ("full", "selective"):
+        assert np.array_equal(measured[name][0], measured["none"][0])
+        assert all(np.array_equal(a, b) for a, b in zip(measured[name][1], measured["none"][1]))
+    assert "linear" in measured["full"][3] and "linear" not in measured["selective"][3]
+    assert sum(measured["selective"][3].values()) > 0  # the layer norms and GELUs: recomputed
+    assert sum(measured["selective"][3].values()) < sum(measured["full"][3].values()) - measured["full"][3]["linear"] + 1
+    assert measured["full"][2] < measured["selective"][2] < measured["none"][2]
+
+
+def test_selective_checkpointing_keeps_only_what_it_can_and_says_which():
+    x = Tensor(np.ones((2, 2)), requires_grad=True)
+    with pytest.raises(ValueError, match=r"'tanh' cannot be kept.*'linear', 'matmul'"):
+        haaw.checkpoint(lambda h: (h @ h).tanh(), x, save=("tanh",))
+
+
+def test_saved_tensors_hooks_pack_every_saved_array_and_unpack_it_for_backward():
+    from haaw import saved_tensors_hooks
+
+    rng = np.random.default_rng(0)
+    a, w = Tensor(rng.standard_normal((3, 4)), requires_grad=True), Tensor(rng.standard_normal((4, 2)), requires_grad=True)
+    ((a @ w).tanh() * 3.0).sum().backward()
+    expected = a.grad.copy(), w.grad.copy()
+    a.grad = w.grad = None
+    log = []
+
+    def pack(array):
+        log.append(("pack", array.shape))
+        return ("elsewhere", array.copy())
+
+    def unpack(packed):
+        log.append(("unpack", packed[1].shape))
+        return packed[1]
+
+    with saved_tensors_hooks(pack, unpack):
+        y = (a @ w).tanh() * 3.0
+    assert [e for e in log if e[0] == "pack"] and not [e for e in log if e[0] == "unpack"]
+    y.sum().backward()
+    assert sorted(e[1] for e in log if e[0] == "pack") == sorted(e[1] for e in log if e[0] == "unpack")
+    assert np.array_equal(a.grad, expected[0]) and np.array_equal(w.grad, expected[1])
+
+
+def test_the_memory_tracker_does_not_count_what_pack_moved_out_of_its_sight():
+    from haaw import saved_tensors_hooks
+    from haaw.tools.memory import track_memory
+
+    class Away:
+        __slots__ = ("array",)
+
+        def __init__(self, array):
+            self.array = array
+
+    x = Tensor(np.ones((4, 4)), requires_grad=True)
+    with track_memory() as kept:
+        (x.tanh().tanh()).sum()
+    with track_memory() as moved, saved_tensors_hooks(Away, lambda away: away.array):
+        y = x.tanh().tanh().sum()
+    with track_memory() as same, saved_tensors_hooks(lambda a: a, lambda a: a):
+        x.tanh().tanh().sum()
+    assert kept.peak > 0 and moved.peak == 0 and same.peak == kept.peak
+    y.backward()
+    assert np.allclose(x.grad, (1 - np.tanh(np.tanh(1.0))**2) * (1 - np.tanh(1.0)**2))
+
+
+def test_a_selective_checkpoint_runs_a_kept_operation_once_and_the_others_twice(monkeypatch):
+    from haaw.engine.ops import OPS
+
+    calls = {"matmul": 0, "tanh": 0}
+    for name in calls:
+        original = OPS[name].forward
+
+        def counted(ctx, *arrays, _original=original, _name=name, **params):
+            calls[_name] += 1
+            return _original(ctx, *arrays, **params)
+
+        monkeypatch.setattr(OPS[name], "forward", counted)
+    x = Tensor(np.random.default_rng(2).standard_normal((3, 3)), requires_grad=True)
+    haaw.checkpoint(lambda h: (h @ h).tanh(), x, save=("matmul",)).sum().backward()
+    assert calls == {"matmul": 1, "tanh": 2}
+    expected = x.grad.copy()
+    x.grad = None
+    ((x @ x).tanh()).sum().backward()
+    np.testing.assert_array_equal(x.grad, expected)

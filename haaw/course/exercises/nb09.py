@@ -370,3 +370,62 @@ register(CodeExercise(
     hints=("The big batch's loss is Σ (masked losses of every position) / total_tokens. Split that sum over the "
            "microbatches.",),
 ))
+
+
+
+# --- the pipeline's bubble (09+) ----------------------------------------------------------------------------------
+def bubble_fraction(stages, micro):
+    """The share of a pipeline step's stages × time spent idle, with GPipe or 1F1B: each stage waits for p − 1 of
+    the m + p − 1 slots a step lasts, forward and backward alike."""
+    return (stages - 1) / (micro + stages - 1)
+
+
+def _run_bubble(fn, stages, micro):
+    result = fn(stages, micro)
+    if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, float, np.integer, np.floating)):
+        raise LearnerError(f"return the bubble as one number, a share between 0 and 1; got {result!r:.50}")
+    return np.array(float(result))
+
+
+def _draw_bubble(rng, pick):
+    """A pipeline of the pick's count of stages and 1 to 96 micro-batches (now and then fewer than the stages)."""
+    micro = int(rng.integers(1, 97)) if rng.random() < 0.7 else int(rng.integers(1, pick.count + 1))
+    return Case(DRAWN, (pick.count, micro), detail=f"{pick.count} stages, {micro} micro-batches")
+
+
+register(CodeExercise(
+    key="09-bubble",
+    minutes=6,
+    refuses=(*guard.BACKWARD, "nb09.pipeline_schedule"),
+    question="Write the bubble of a pipeline of `stages` stages on `micro` micro-batches: the share of stages × "
+             "time that the stages spend idle in one step, with GPipe's or 1F1B's schedule (the two have the same), "
+             "as a number between 0 and 1.",
+    signature="bubble_fraction(stages, micro) -> share idle",
+    reference=bubble_fraction,
+    cases=lambda: [Case("hand-checkable", (4, 8), detail="4 stages, 8 micro-batches, the figure's"),
+                   Case("one micro-batch", (4, 1), detail="4 stages",
+                        note="with one micro-batch only one stage works at a time"),
+                   Case("one stage", (1, 5), detail="5 micro-batches",
+                        note="one stage is no pipeline: nothing waits"),
+                   Case("two stages", (2, 3), detail="3 micro-batches"),
+                   Case("many micro-batches", (8, 64), detail="8 stages")],
+    outputs=("the bubble",),
+    run=_run_bubble,
+    domain=Domain(_draw_bubble, counts=(1, 2, 3, 4, 8, 16)),
+    mistakes=[
+        Mistake("the bubble against the ideal time, (p − 1)/m",
+                "(p − 1)/m divides the idle time by the time the work itself takes, not by the whole step: it "
+                "passes 1 when the stages outnumber the micro-batches. The share of the step is (p − 1)/(m + p − 1).",
+                lambda stages, micro: (stages - 1) / micro),
+        Mistake("the busy share",
+                "m/(m + p − 1) is the share of the step the stages spend working; the bubble is what is left.",
+                lambda stages, micro: micro / (micro + stages - 1)),
+        Mistake("one slot too many",
+                "a step lasts m + p − 1 slots: the first micro-batch takes p slots to pass every stage, and each "
+                "of the other m − 1 one more; m + p counts one slot that is not there.",
+                lambda stages, micro: (stages - 1) / (micro + stages)),
+    ],
+    hints=("Count in slots of one micro-batch's work on one stage. How many slots does the step last, from the "
+           "first micro-batch entering stage 0 to the last leaving stage p − 1?",
+           "The step lasts m + p − 1 slots, and each stage works in m of them."),
+))
