@@ -18,7 +18,7 @@ def versions_unchanged(node) -> None:
     ctx = node._ctx
     tensors = (*node._parents, node)
     for i, (t, (counter, version)) in enumerate(zip(tensors, ctx.versions)):
-        if counter[0] != version and saved(ctx, t.data):
+        if counter[0] != version and saved(ctx, t.data) and read_for_a_gradient(ctx, i):
             which = "its output" if t is node else f"input {i} (shape {t.shape})"
             raise RuntimeError(
                 f"backward of '{ctx.op.name}' needs {which} as it was in the forward pass, but it was "
@@ -30,6 +30,20 @@ def wrong_shape(op, i, g, parent):
     raise ValueError(f"the backward of '{op.name}' returned a gradient of shape {np.shape(g)} for its "
                      f"input {i}, which has shape {parent.data.shape}: a gradient has the shape of "
                      "what it is the gradient of")
+
+
+# For the products, which inputs' arrays each input's gradient reads: d(a·b)/da reads b alone, d(a/b)/db reads
+# both. An input edited in place whose array only the gradient of an input that needs none would read is no
+# error: PyTorch saves each array only for a gradient that is wanted, and runs such a backward.
+READS = {"mul": ((1,), (0,)), "matmul": ((1,), (0,)), "linear": ((1,), (0,), ()), "div": ((1,), (0, 1))}
+
+
+def read_for_a_gradient(ctx, i: int) -> bool:
+    """Does the backward of ``ctx``'s operation read input ``i``'s saved array for a gradient it computes?"""
+    reads = READS.get(ctx.op.name)
+    if reads is None or i >= len(reads):
+        return True
+    return any(i in read for read, need in zip(reads, ctx.needs_input_grad) if need)
 
 
 def saved(ctx, array) -> bool:
