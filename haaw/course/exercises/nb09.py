@@ -18,6 +18,8 @@ register(NumberExercise(
     mistakes={
         4: "Multiplying by 4 makes it 16× too big. Each microbatch mean already has the big-batch scale.",
         1: "Without a factor, the 4 accumulated gradients add up to 4× the big-batch gradient.",
+        0.5: "1/2 would be the factor for 2 microbatches; with 4, the 4 accumulated gradients would add up to "
+             "twice the big batch's. The factor is 1 over the number of microbatches.",
     },
     hints=("The big-batch mean is the average of the 4 microbatch means.", "An average is the sum divided by how many numbers were summed: what does dividing by that count multiply each loss by?"),
     solution="1/4 = 0.25: the mean over the big batch is the average of the 4 equal-sized microbatch means.",
@@ -52,6 +54,11 @@ register(NumberExercise(
         3: "3 GB is sending the whole gradient to each of the 3 others. The ring sends chunks of 1/4.",
         0.75: "0.75 GB is only the reduce-scatter half; the all-gather half sends as much again.",
         1: "Count the steps: 3 reduce-scatter and 3 all-gather steps, each sending a quarter.",
+        2: "2 GB is twice the gradient, the bound the bytes approach as the workers grow in number; with 4 workers "
+           "each sends one quarter-size chunk in each of its steps: count them.",
+        1500: "1500 is the answer in MB: the question asks in GB (1 GB = 1000 MB).",
+        6: "6 is the number of steps (3 reduce-scatter, 3 all-gather), not the bytes: each step sends one chunk, "
+           "a quarter of the gradient.",
     },
     hints=("The gradient is cut into 4 chunks of 0.25 GB.", "2 × (4 − 1) steps, one chunk each."),
     solution="2·(N−1)/N × 1 GB = 2 × 3/4 = 1.5 GB, and it never exceeds 2 GB however many workers join.",
@@ -363,6 +370,15 @@ register(CodeExercise(
                 "a mean per microbatch, then summed over microbatches, is about k times the big batch's gradient "
                 "(and weighted unevenly). Divide by the whole batch's token count.",
                 lambda losses, mask, total: (losses * mask).sum() / float(mask.sum())),
+        Mistake("the mean over every position, padding counted (notebook 08's bug)",
+                "(losses * mask).mean() divides by every position of the microbatch, padded ones too: the padding "
+                "adds nothing to the sum but still counts in the divisor, and each microbatch's own count is used. "
+                "Divide the masked sum by total_tokens, the whole batch's real tokens.",
+                lambda losses, mask, total: (losses * mask).mean()),
+        Mistake("multiplying by the token count instead of dividing",
+                "sum × total_tokens makes the loss grow with the batch's tokens. Each real token of the whole batch "
+                "should weigh 1 / total_tokens: divide the masked sum by total_tokens.",
+                lambda losses, mask, total: (losses * mask).sum() * total),
         Mistake("the mask forgotten",
                 "padded positions have losses too; without the mask they join the sum.",
                 lambda losses, mask, total: losses.sum() / total),
