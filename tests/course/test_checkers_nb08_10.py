@@ -127,6 +127,9 @@ def test_09_a_microbatch_loss_is_named_only_when_it_is_that_mistake(loss, named)
 
 @pytest.mark.parametrize("key, answer, says", [
     ("09-accumulation-scale", 0.5, "1/2 would be the factor for 2 microbatches"),
+    ("09-token-weight", 20, "20 is 40/2, the real tokens per microbatch on average"),
+    ("09-token-weight", 21, "the first microbatch's own real tokens"),
+    ("09-token-weight", 64, "counts every position, padding included"),
     ("09-ring-bytes", 2.0, "2 GB is twice the gradient, the bound"),
     ("09-ring-bytes", 1500, "1500 is the answer in MB"),
     ("09-ring-bytes", 6, "6 is the number of steps"),
@@ -138,12 +141,18 @@ def test_09_the_common_wrong_numbers_are_named(key, answer, says):
 
 @pytest.mark.parametrize("key, answer", [
     ("09-accumulation-scale", 0.4), ("09-accumulation-scale", 0.125), ("09-accumulation-scale", 2),
+    ("09-token-weight", 19), ("09-token-weight", 10), ("09-token-weight", 16), ("09-token-weight", 80),
     ("09-ring-bytes", 1.75), ("09-ring-bytes", 1.25), ("09-ring-bytes", 14), ("09-ring-bytes", 150),
     ("09-ring-bytes", 1750), ("09-ring-bytes", 2.5),
 ])
 def test_09_other_wrong_numbers_are_not_named_as_a_mistake(key, answer):
     feedback = check(key, answer)
     assert feedback.status == WRONG and "is not it" in feedback.message, feedback.message
+
+
+def test_09_the_token_weight_answer_is_worked_out_not_read_off_the_question():
+    exercise = REGISTRY["09-token-weight"]
+    assert exercise.answer == 12 + 9 + 14 + 5 and "40" not in exercise.question
 
 
 def test_09_a_microbatch_s_own_mean_halved_is_still_named_on_the_new_batches():
