@@ -77,10 +77,13 @@ def gradient_spread(weights, x, y, batch: int, draws: int = 200, seed: int = 0) 
             float(np.sqrt(np.mean(np.sum((grads - full) ** 2, axis=1))) / size))
 
 
+DIVERGED = 100  # section 6: a run has diverged once its loss passes this many times its start
+
+
 def loss_after(weights, x, y, batch: int, lr: float, examples: int, seed: int = 0) -> float:
     """Section 6: plain SGD from ``weights`` on shuffled batches of ``batch`` examples (the mean loss of each) until
-    ``examples`` examples have been seen; the mean loss over all of ``x`` then, or inf once it has grown past 100
-    times its start (diverged: the run stops there, before its numbers overflow)."""
+    ``examples`` examples have been seen; the mean loss over all of ``x`` then, or inf once it has grown past DIVERGED
+    (100) times its start (diverged: the run stops there, before its numbers overflow)."""
     from ..optim import SGD
 
     model = model_with(weights)
@@ -92,7 +95,7 @@ def loss_after(weights, x, y, batch: int, lr: float, examples: int, seed: int = 
         for rows in np.array_split(rng.permutation(len(x)), len(x) // batch):   # one epoch: every example once
             optimizer.zero_grad()
             loss = summed_loss(model, x[rows], y[rows]) / len(rows)
-            if not loss.item() < 100 * start:
+            if not loss.item() < DIVERGED * start:
                 return float("inf")
             loss.backward()
             optimizer.step()

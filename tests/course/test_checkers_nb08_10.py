@@ -100,11 +100,59 @@ def test_09_scaling_by_the_tokens_and_again_by_the_microbatches_is_refused():
     assert "wrong values" in message and not _named(message), message
 
 
-def test_09_dividing_by_every_position_of_the_microbatch_is_refused():
+def test_09_dividing_by_every_position_of_the_microbatch_is_named_as_notebook_08_s_bug():
     def microbatch_loss(losses, mask, total_tokens):
-        return (losses * mask).sum() / mask.size
+        return (losses * mask).sum() / mask.size   # the same as (losses * mask).mean(), written out
 
-    assert not _named(_refused("09-token-weighted", microbatch_loss))
+    assert "This looks like the mean over every position, padding counted" in _refused(
+        "09-token-weighted", microbatch_loss)
+
+
+@pytest.mark.parametrize("loss, named", [
+    (lambda L, m, t: (L * m).mean(), "the mean over every position, padding counted"),
+    (lambda L, m, t: (L * m).sum() * t, "multiplying by the token count instead of dividing"),
+    (lambda L, m, t: (L * m).sum() * float(m.sum()) / t ** 2, None),   # the right total, squared, times its own
+    (lambda L, m, t: L.mean(), None),                                  # no mask, and a mean over every position
+    (lambda L, m, t: (L * m).mean() / t, None),                        # notebook 08's bug, then ÷ total as well
+    (lambda L, m, t: (L * m).sum() * t / 100, None),                   # multiplied, then scaled down
+    (lambda L, m, t: (L * m).sum() / (t * float(m.size)), None),       # every position and the total
+])
+def test_09_a_microbatch_loss_is_named_only_when_it_is_that_mistake(loss, named):
+    message = _refused("09-token-weighted", loss)
+    if named:
+        assert f"This looks like {named}" in message, message
+    else:
+        assert not _named(message), message
+
+
+@pytest.mark.parametrize("key, answer, says", [
+    ("09-accumulation-scale", 0.5, "1/2 would be the factor for 2 microbatches"),
+    ("09-token-weight", 20, "20 is 40/2, the real tokens per microbatch on average"),
+    ("09-token-weight", 21, "the first microbatch's own real tokens"),
+    ("09-token-weight", 64, "counts every position, padding included"),
+    ("09-ring-bytes", 2.0, "2 GB is twice the gradient, the bound"),
+    ("09-ring-bytes", 1500, "1500 is the answer in MB"),
+    ("09-ring-bytes", 6, "6 is the number of steps"),
+])
+def test_09_the_common_wrong_numbers_are_named(key, answer, says):
+    feedback = check(key, answer)
+    assert feedback.status == WRONG and says in feedback.message, feedback.message
+
+
+@pytest.mark.parametrize("key, answer", [
+    ("09-accumulation-scale", 0.4), ("09-accumulation-scale", 0.125), ("09-accumulation-scale", 2),
+    ("09-token-weight", 19), ("09-token-weight", 10), ("09-token-weight", 16), ("09-token-weight", 80),
+    ("09-ring-bytes", 1.75), ("09-ring-bytes", 1.25), ("09-ring-bytes", 14), ("09-ring-bytes", 150),
+    ("09-ring-bytes", 1750), ("09-ring-bytes", 2.5),
+])
+def test_09_other_wrong_numbers_are_not_named_as_a_mistake(key, answer):
+    feedback = check(key, answer)
+    assert feedback.status == WRONG and "is not it" in feedback.message, feedback.message
+
+
+def test_09_the_token_weight_answer_is_worked_out_not_read_off_the_question():
+    exercise = REGISTRY["09-token-weight"]
+    assert exercise.answer == 12 + 9 + 14 + 5 and "40" not in exercise.question
 
 
 def test_09_a_microbatch_s_own_mean_halved_is_still_named_on_the_new_batches():

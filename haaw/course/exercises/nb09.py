@@ -18,6 +18,8 @@ register(NumberExercise(
     mistakes={
         4: "Multiplying by 4 makes it 16× too big. Each microbatch mean already has the big-batch scale.",
         1: "Without a factor, the 4 accumulated gradients add up to 4× the big-batch gradient.",
+        0.5: "1/2 would be the factor for 2 microbatches; with 4, the 4 accumulated gradients would add up to "
+             "twice the big batch's. The factor is 1 over the number of microbatches.",
     },
     hints=("The big-batch mean is the average of the 4 microbatch means.", "An average is the sum divided by how many numbers were summed: what does dividing by that count multiply each loss by?"),
     solution="1/4 = 0.25: the mean over the big batch is the average of the 4 equal-sized microbatch means.",
@@ -25,23 +27,34 @@ register(NumberExercise(
 
 register(NumberExercise(
     key="09-token-weight",
-    question="A batch has 40 real tokens in total; one microbatch holds 12 of them. For a per-token loss, "
-             "the microbatch's *summed* token loss must be divided by what?",
+    question="A batch of four sequences holding 12, 9, 14 and 5 real tokens, each padded to 16 positions, is split "
+             "into two microbatches: the first two sequences, then the last two. For a per-token loss, the first "
+             "microbatch's *summed* token loss must be divided by what?",
     answer=40,
     mistakes={
-        12: "Dividing by its own 12 tokens gives that microbatch's mean, weighting its tokens differently from "
-            "the other microbatches'. Divide by the whole batch's real tokens.",
+        21: "21 is the first microbatch's own real tokens (12 + 9): that gives its own mean, weighting its tokens "
+            "differently from the other microbatch's 19. Divide by the whole batch's real tokens.",
+        20: "20 is 40/2, the real tokens per microbatch on average: the two microbatches' gradients would then add "
+            "up to twice the big batch's (accumulation adds, it does not divide by 2). Divide by all 40.",
+        64: "64 counts every position, padding included (4 × 16): the padded positions have no loss in the sum, so "
+            "they must not be in the count. Count the real tokens of the whole batch.",
+        32: "32 is the first microbatch's positions, padding included (2 × 16). Count real tokens, and those of "
+            "the whole batch.",
+        2: "2 is the number of microbatches: dividing a summed token loss by it does not make it a per-token loss. "
+           "Divide by the number of real tokens in the whole batch.",
         1: "A plain sum grows with the batch: divide by the number of real tokens in the whole batch.",
         1 / 40: "1/40 is the weight each token gets: dividing by 40 is multiplying by 1/40. The question asks "
                 "for the divisor.",
-        1 / 12: "1/12 is the weight a token gets when a microbatch is divided by its own 12 tokens. The question "
+        1 / 21: "1/21 is the weight a token gets when a microbatch is divided by its own 21 tokens. The question "
                 "asks for the divisor, and the divisor is the whole batch's token count.",
-        12 / 40: "12/40 is the weight of this microbatch's *mean* loss (its mean × 12/40 = its sum / 40). The "
+        21 / 40: "21/40 is the weight of this microbatch's *mean* loss (its mean × 21/40 = its sum / 40). The "
                  "question asks what its *summed* loss is divided by.",
     },
-    hints=("The big-batch per-token loss is (sum over all real tokens) / (number of real tokens).",
-           "Each microbatch contributes its part of the numerator; the denominator is shared."),
-    solution="40, the real tokens of the whole batch: then every token weighs 1/40, whichever microbatch it is in.",
+    hints=("The big-batch per-token loss is (sum over all real tokens) / (number of real tokens); padding is not a "
+           "token.",
+           "Each microbatch contributes its part of the numerator; the denominator is shared by both."),
+    solution="12 + 9 + 14 + 5 = 40, the real tokens of the whole batch: then every token weighs 1/40, whichever "
+             "microbatch it is in.",
 ))
 
 register(NumberExercise(
@@ -52,6 +65,11 @@ register(NumberExercise(
         3: "3 GB is sending the whole gradient to each of the 3 others. The ring sends chunks of 1/4.",
         0.75: "0.75 GB is only the reduce-scatter half; the all-gather half sends as much again.",
         1: "Count the steps: 3 reduce-scatter and 3 all-gather steps, each sending a quarter.",
+        2: "2 GB is twice the gradient, the bound the bytes approach as the workers grow in number; with 4 workers "
+           "each sends one quarter-size chunk in each of its steps: count them.",
+        1500: "1500 is the answer in MB: the question asks in GB (1 GB = 1000 MB).",
+        6: "6 is the number of steps (3 reduce-scatter, 3 all-gather), not the bytes: each step sends one chunk, "
+           "a quarter of the gradient.",
     },
     hints=("The gradient is cut into 4 chunks of 0.25 GB.", "2 × (4 − 1) steps, one chunk each."),
     solution="2·(N−1)/N × 1 GB = 2 × 3/4 = 1.5 GB, and it never exceeds 2 GB however many workers join.",
@@ -338,9 +356,8 @@ def _draw_accumulation(rng, pick):
 register(CodeExercise(
     key="09-token-weighted",
     minutes=10,
-    question="Accumulation over microbatches that hold different numbers of real tokens: write the loss of one "
-             "microbatch so that the gradients summed over all microbatches equal one big batch's gradient of the "
-             "mean loss per real token. `total_tokens` is the number of real tokens in the whole batch.",
+    question="Write the loss of one microbatch so that the gradients summed over all microbatches equal one big "
+             "batch's gradient of the mean loss per real token.",
     signature="microbatch_loss(losses, mask, total_tokens) -> loss",
     reference=microbatch_loss,
     cases=lambda: [Case("two microbatches", ((6, 3, 5, 2), [[0, 1], [2, 3]]), detail="9 and 7 real tokens"),
@@ -363,6 +380,15 @@ register(CodeExercise(
                 "a mean per microbatch, then summed over microbatches, is about k times the big batch's gradient "
                 "(and weighted unevenly). Divide by the whole batch's token count.",
                 lambda losses, mask, total: (losses * mask).sum() / float(mask.sum())),
+        Mistake("the mean over every position, padding counted (notebook 08's bug)",
+                "(losses * mask).mean() divides by every position of the microbatch, padded ones too: the padding "
+                "adds nothing to the sum but still counts in the divisor, and each microbatch's own count is used. "
+                "Divide the masked sum by total_tokens, the whole batch's real tokens.",
+                lambda losses, mask, total: (losses * mask).mean()),
+        Mistake("multiplying by the token count instead of dividing",
+                "sum × total_tokens makes the loss grow with the batch's tokens. Each real token of the whole batch "
+                "should weigh 1 / total_tokens: divide the masked sum by total_tokens.",
+                lambda losses, mask, total: (losses * mask).sum() * total),
         Mistake("the mask forgotten",
                 "padded positions have losses too; without the mask they join the sum.",
                 lambda losses, mask, total: losses.sum() / total),
