@@ -153,7 +153,8 @@ def stage_notebook(path: Path, out: Path) -> None:
             answers.meet(was.source)
         if i == 0 and cell.cell_type == "markdown":
             cells.append(nbformat.v4.new_markdown_cell(launch_box(_in_notebooks(path)), id="haaw-site-launch"))
-        if cell.cell_type == "code" and any(WIDGET in o.get("data", {}) for o in cell.outputs):
+        # an explorer: in the original (the edition clears one whose saved state says an answer: its note stays)
+        if cell.cell_type == "code" and any(WIDGET in o.get("data", {}) for o in was.get("outputs", [])):
             cell.outputs = [o for o in cell.outputs if WIDGET not in o.get("data", {})]
             cells.append(nbformat.v4.new_markdown_cell(explorer_note(_in_notebooks(path)), id=f"haaw-site-explorer-{i}"))
     nb.cells = cells

@@ -55,3 +55,24 @@ def test_the_home_page_lists_every_core_and_its_companion_and_no_test_command():
         assert path.relative_to(ROOT).as_posix() in page, path.name
     assert "pytest" not in page and "{" not in page, "a maintainers' command or an unfilled placeholder"
     assert "(readme.md" in page
+
+
+@pytest.mark.parametrize("saved", ["update: w ← 2 − 0.01·36 = 1.64", "update: w ← 2 − η·dL/dw"])
+def test_an_explorer_keeps_its_note_whether_or_not_the_edition_cleared_it(tmp_path, saved):
+    """The student edition clears an explorer whose saved state says an answer (01's said w = 1.64); the page
+    still says, in its place, that the explorer needs a running notebook."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 01 · A lesson"),
+                nbformat.v4.new_code_cell("from haaw.course.exercises import check"),
+                nbformat.v4.new_code_cell('check("01-step", ...)'),
+                nbformat.v4.new_code_cell("explore()", outputs=[nbformat.v4.new_output("display_data", data={
+                    build_site.WIDGET: {"model_id": "m1", "version_major": 2, "version_minor": 0},
+                    "text/plain": "VBox(...)"})])]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"version_major": 2, "version_minor": 0,
+        "state": {"m1": {"model_name": "HTMLModel", "state": {"value": f"<pre>{saved}</pre>"}}}}}
+    source, out = tmp_path / "01_lesson.ipynb", tmp_path / "out.ipynb"
+    nbformat.write(nb, source)
+    build_site.stage_notebook(source, out)
+    staged = nbformat.read(out, as_version=4)
+    assert sum("Interactive explorer" in c.source for c in staged.cells if c.cell_type == "markdown") == 1
+    assert not any(build_site.WIDGET in o.get("data", {}) for c in staged.cells for o in c.get("outputs", []))
