@@ -147,11 +147,15 @@ def _wrong_dq(how):
     def backward(Q, K, V, mask, G):
         dQ, dK, dV = attention_backward(Q, K, V, mask, G)
         return {"transposed": (np.swapaxes(dQ, -1, -2), dK, dV), "first row": (dQ[:1], dK, dV),
-                "four": (dQ, dK, dV, np.zeros(1))}[how]
+                "four": (dQ, dK, dV, np.zeros(1)),
+                "batched and wider": (np.ones((2,) + dQ.shape[:-1] + (dQ.shape[-1] + 1,)), dK, dV)}[how]
     return backward
 
 
 @pytest.mark.parametrize("how, message", [
+    ("batched and wider", "the backward of '_AttentionWithYourBackward' returned a gradient of shape (2, 3, 5) for "
+                          "its input 0, which has shape (3, 4): a gradient has the shape of what it is the "
+                          "gradient of"),  # a gradient that no sum over a batch can fit is shown as it came
     ("transposed", "the backward of '_AttentionWithYourBackward' returned a gradient of shape (2, 4, 3) for its "
                    "input 0, which has shape (2, 3, 4): a gradient has the shape of what it is the gradient of"),
     ("first row", "the backward of '_AttentionWithYourBackward' returned a gradient of shape (1, 3, 4) for its "
@@ -160,7 +164,8 @@ def _wrong_dq(how):
              "one per argument (None where there is none)"),
 ])
 def test_gradients_of_the_wrong_shape_or_count_from_your_attention_backward_are_refused_in_full(how, message):
-    q = Tensor(np.random.default_rng(0).standard_normal((2, 3, 4)), requires_grad=True)
+    shape = (3, 4) if how == "batched and wider" else (2, 3, 4)
+    q = Tensor(np.random.default_rng(0).standard_normal(shape), requires_grad=True)
     with haaw.use(attention=_wrong_dq(how)), pytest.raises(ValueError) as error:
         F.scaled_dot_product_attention(q, q, q).sum().backward()
     assert str(error.value) == message
