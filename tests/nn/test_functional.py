@@ -347,3 +347,19 @@ def test_attention_refusals_in_full():
         with pytest.raises(kind) as error:
             call()
         assert str(error.value) == message
+
+
+def test_class_weights_that_require_grad_are_refused_as_pytorch_refuses_them():
+    """No gradient flows back to cross_entropy's class weights; PyTorch refuses such a weight in the forward
+    ("not differentiable with respect to argument 'weight'"). haaw used to take it and leave its grad None."""
+    logits, targets = Tensor(np.zeros((2, 3)), requires_grad=True), np.array([0, 1])
+    with pytest.raises(RuntimeError) as error:
+        F.cross_entropy(logits, targets, weight=Tensor(np.ones(3), requires_grad=True))
+    assert str(error.value) == ("cross_entropy: the class weights require grad, but no gradient flows back to them "
+                                "(PyTorch refuses them too). Pass weight.detach()")
+    detached = F.cross_entropy(logits, targets, weight=Tensor(np.ones(3), requires_grad=True).detach())
+    assert detached.item() == pytest.approx(np.log(3), rel=1e-12)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="not differentiable with respect to argument 'weight'"):
+        torch.nn.functional.cross_entropy(torch.zeros(2, 3, requires_grad=True), torch.tensor([0, 1]),
+                                          weight=torch.ones(3, requires_grad=True))
