@@ -105,6 +105,9 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
         return losses.mean()  # the common case: one more operation
     share = (~ignored).astype(np.float64)
     if weight is not None:
+        if isinstance(weight, Tensor) and weight.requires_grad:
+            raise RuntimeError("cross_entropy: the class weights require grad, but no gradient flows back to them "
+                               "(PyTorch refuses them too). Pass weight.detach()")
         weight = np.asarray(weight.data if isinstance(weight, Tensor) else weight, dtype=np.float64)
         if weight.shape != (classes,):
             raise ValueError(f"cross_entropy: weight must have one entry per class, shape ({classes},), "

@@ -115,3 +115,57 @@ def test_your_attention_backward_serves_a_key_and_value_shared_by_every_sequence
     for a, b in zip(ours, expected):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+# The tests below were written against the survivors of a mutation run of haaw/nn/functional.py alone
+# (docs/mutation-survivors.md).
+
+def test_your_attention_backward_refuses_a_floating_point_mask_and_a_scale_off_in_the_ninth_digit_in_full():
+    q = Tensor(np.ones((2, 3, 4)))
+    with haaw.use(attention=attention_backward):
+        with pytest.raises(TypeError) as floats:
+            F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((3, 3)))
+        assert str(floats.value) == ("attention: your attention_backward takes a boolean mask (True: may attend); "
+                                     "this call passes a floating-point mask, which is added to the scores")
+        with pytest.raises(ValueError) as scale:
+            F.scaled_dot_product_attention(q, q, q, scale=0.5 * (1 + 1e-9))
+        assert str(scale.value) == "attention: your attention_backward assumes the scale 1/√d_k; this call asks for 0.5"
+
+
+def test_return_weights_gives_the_weights_while_your_attention_backward_is_in_use():
+    rng_ = np.random.default_rng(10)
+    q, k, v = (Tensor(rng_.standard_normal((3, 4))) for _ in range(3))
+    expected_out, expected_weights = F.scaled_dot_product_attention(q, k, v, return_weights=True)
+    with haaw.use(attention=attention_backward):
+        out, weights = F.scaled_dot_product_attention(q, k, v, return_weights=True)
+    np.testing.assert_allclose(out.data, expected_out.data, rtol=1e-12)
+    np.testing.assert_allclose(weights.data, expected_weights.data, rtol=1e-12)
+    np.testing.assert_allclose(weights.data.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+def _wrong_dq(how):
+    def backward(Q, K, V, mask, G):
+        dQ, dK, dV = attention_backward(Q, K, V, mask, G)
+        return {"transposed": (np.swapaxes(dQ, -1, -2), dK, dV), "first row": (dQ[:1], dK, dV),
+                "four": (dQ, dK, dV, np.zeros(1)),
+                "batched and wider": (np.ones((2,) + dQ.shape[:-1] + (dQ.shape[-1] + 1,)), dK, dV)}[how]
+    return backward
+
+
+@pytest.mark.parametrize("how, message", [
+    ("batched and wider", "the backward of '_AttentionWithYourBackward' returned a gradient of shape (2, 3, 5) for "
+                          "its input 0, which has shape (3, 4): a gradient has the shape of what it is the "
+                          "gradient of"),  # a gradient that no sum over a batch can fit is shown as it came
+    ("transposed", "the backward of '_AttentionWithYourBackward' returned a gradient of shape (2, 4, 3) for its "
+                   "input 0, which has shape (2, 3, 4): a gradient has the shape of what it is the gradient of"),
+    ("first row", "the backward of '_AttentionWithYourBackward' returned a gradient of shape (1, 3, 4) for its "
+                  "input 0, which has shape (2, 3, 4): a gradient has the shape of what it is the gradient of"),
+    ("four", "_AttentionWithYourBackward.backward returned 6 gradient(s) for the 5 argument(s) of forward: return "
+             "one per argument (None where there is none)"),
+])
+def test_gradients_of_the_wrong_shape_or_count_from_your_attention_backward_are_refused_in_full(how, message):
+    shape = (3, 4) if how == "batched and wider" else (2, 3, 4)
+    q = Tensor(np.random.default_rng(0).standard_normal(shape), requires_grad=True)
+    with haaw.use(attention=_wrong_dq(how)), pytest.raises(ValueError) as error:
+        F.scaled_dot_product_attention(q, q, q).sum().backward()
+    assert str(error.value) == message

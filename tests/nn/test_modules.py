@@ -158,3 +158,142 @@ def test_dropout_refuses_what_it_cannot_do():
     with pytest.raises(NotImplementedError, match="inplace"):
         nn.Dropout(0.5, inplace=True)
     assert repr(nn.Dropout(0.25)) == "Dropout(p=0.25)"
+
+
+# The tests below were written against the survivors of a mutation run of haaw/nn/modules.py alone
+# (docs/mutation-survivors.md): each asserts what a learner sees, against hand values or PyTorch.
+
+def test_named_parameters_puts_a_prefix_before_every_name_as_pytorch_does():
+    expected = ["net.layers.0.weight", "net.layers.0.bias", "net.layers.1.weight", "net.layers.1.bias"]
+    assert [name for name, _ in MLP([2, 3, 1]).named_parameters(prefix="net")] == expected
+    torch = pytest.importorskip("torch")
+    assert [name for name, _ in torch.nn.Linear(2, 3).named_parameters(prefix="net")] == ["net.weight", "net.bias"]
+    assert [name for name, _ in Linear(2, 3).named_parameters(prefix="net")] == ["net.weight", "net.bias"]
+
+
+def test_load_state_dict_refuses_a_missing_name_alone_and_says_so_in_full():
+    target = Linear(3, 2, seed=1)
+    with pytest.raises(RuntimeError) as missing:
+        target.load_state_dict({"weight": np.zeros((3, 2))})
+    assert str(missing.value) == ("load_state_dict: missing ['bias'], unexpected [] "
+                                  "(strict=False loads the names that match)")
+    with pytest.raises(RuntimeError) as unexpected:
+        target.load_state_dict({"weight": np.zeros((3, 2)), "bias": np.zeros(2), "extra": np.zeros(1)})
+    assert str(unexpected.value) == ("load_state_dict: missing [], unexpected ['extra'] "
+                                     "(strict=False loads the names that match)")
+
+
+def test_load_state_dict_names_a_wrong_shape_and_suggests_the_transpose_only_when_it_fits():
+    target = Linear(3, 2, seed=1)
+    with pytest.raises(RuntimeError) as transposed:
+        target.load_state_dict({"weight": np.zeros((2, 3)), "bias": np.zeros(2)})
+    assert str(transposed.value) == ("load_state_dict: weight has shape (3, 2), the value (2, 3) "
+                                     "(haaw's Linear weight is (in, out): transpose PyTorch's)")
+    with pytest.raises(RuntimeError) as other:
+        target.load_state_dict({"weight": np.zeros((3, 2)), "bias": np.zeros(5)})
+    assert str(other.value) == "load_state_dict: bias has shape (2,), the value (5,)"
+
+
+def test_load_state_dict_takes_the_parameters_of_another_model_even_while_they_require_grad():
+    """PyTorch copies them under no_grad; a tensor that requires grad must not be handed to NumPy as one."""
+    source, target = Linear(3, 2, seed=0), Linear(3, 2, seed=1)
+    assert target.load_state_dict(dict(source.named_parameters())) == ([], [])
+    np.testing.assert_array_equal(target.weight.data, source.weight.data)
+    np.testing.assert_array_equal(target.bias.data, source.bias.data)
+    assert target.weight.requires_grad and target.weight is not source.weight
+
+
+@pytest.mark.parametrize("args, message", [
+    ((2, 0), "Linear: out_features must be a positive whole number, got 0"),
+    ((0, 2), "Linear: in_features must be a positive whole number, got 0"),
+    ((True, 3), "Linear: in_features must be a positive whole number, got True"),
+    ((2.0, 3), "Linear: in_features must be a positive whole number, got 2.0"),
+    ((2, 3.5), "Linear: out_features must be a positive whole number, got 3.5"),
+])
+def test_linear_refuses_sizes_that_are_not_positive_whole_numbers_in_full(args, message):
+    with pytest.raises(ValueError) as error:
+        Linear(*args)
+    assert str(error.value) == message
+
+
+def test_linear_draws_weight_and_bias_uniformly_on_plus_minus_one_over_root_in_features():
+    """PyTorch's default: both on (−1/√in, 1/√in). With 4 inputs the bound is 1/2, and 4000 draws of each come
+    within 0.005 of both ends (the chance that they miss one end is 0.995^4000, about 2e-9)."""
+    layer = Linear(4, 4000, seed=0)
+    for p in (layer.weight.data, layer.bias.data):
+        assert -0.5 <= p.min() < -0.495 and 0.495 < p.max() <= 0.5
+
+
+def test_linear_without_bias_has_only_its_weight():
+    layer = Linear(3, 2, bias=False, seed=0)
+    assert layer.bias is None
+    assert [name for name, _ in layer.named_parameters()] == ["weight"]
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(layer(Tensor(x)).data, x @ layer.weight.data, rtol=1e-15)
+
+
+def test_layers_label_their_parameters_as_drawings_and_reprs_show_them():
+    """The labels a graph drawing and a tensor's repr print: W and b for Linear, γ and β for LayerNorm."""
+    layer = Linear(1, 1, seed=0)
+    assert repr(layer.weight).endswith(", requires_grad=True, label='W')")
+    assert repr(layer.bias).endswith(", requires_grad=True, label='b')")
+    norm = nn.LayerNorm(2)
+    assert repr(norm.weight) == "Tensor([1., 1.], requires_grad=True, label='γ')"
+    assert repr(norm.bias) == "Tensor([0., 0.], requires_grad=True, label='β')"
+
+
+def test_an_mlp_with_sigmoid_computes_sigmoid_between_its_layers():
+    model = MLP([2, 3, 1], activation="sigmoid", seed=0)
+    (w1, b1), (w2, b2) = [(layer.weight.data, layer.bias.data) for layer in model.layers]
+    x = np.array([[0.5, -2.0], [3.0, 1.0]])
+    hidden = 1.0 / (1.0 + np.exp(-(x @ w1 + b1)))
+    np.testing.assert_allclose(model(Tensor(x)).data, hidden @ w2 + b2, rtol=1e-12)
+
+
+def test_an_mlp_in_float32_holds_and_computes_float32():
+    model = MLP([2, 3, 1], dtype=np.float32, seed=0)
+    assert [p.dtype for p in model.parameters()] == [np.float32] * 4
+    assert model(Tensor(np.ones((1, 2), dtype=np.float32))).dtype == np.float32
+
+
+def test_dropout_drops_half_by_default_as_pytorch_does():
+    """nn.Dropout() has p = 0.5: about half of 10,000 ones become 0 (within 0.03: 6 standard deviations), the
+    rest 2."""
+    haaw.manual_seed(0)
+    out = nn.Dropout()(Tensor(np.ones(10_000))).data
+    assert set(np.unique(out)) == {0.0, 2.0}
+    assert abs((out == 0).mean() - 0.5) < 0.03
+    assert repr(nn.Dropout()) == "Dropout(p=0.5)"
+
+
+def test_dropout_in_place_is_refused_in_full():
+    with pytest.raises(NotImplementedError) as error:
+        nn.Dropout(0.5, inplace=True)
+    assert str(error.value) == "Dropout(inplace=True): haaw's dropout makes a new tensor; leave inplace out"
+
+
+@pytest.mark.parametrize("eps", [None, 0.5])
+def test_layer_norm_adds_its_eps_to_the_variance_default_1e_5_as_in_pytorch(eps):
+    """Features 1e-3 apart have the variance 1.25e-6, smaller than the default ε = 1e-5: ε shows in every digit."""
+    x = np.array([[0.0, 1e-3, 2e-3, 3e-3], [1.0, -1.0, 2.0, 0.0]])
+    norm = nn.LayerNorm(4) if eps is None else nn.LayerNorm(4, eps=eps)
+    centred = x - x.mean(axis=1, keepdims=True)
+    expected = centred / np.sqrt((centred**2).mean(axis=1, keepdims=True) + (1e-5 if eps is None else eps))
+    np.testing.assert_allclose(norm(Tensor(x)).data, expected, rtol=1e-12)
+    torch = pytest.importorskip("torch")
+    theirs = torch.nn.LayerNorm(4, dtype=torch.float64) if eps is None else \
+        torch.nn.LayerNorm(4, eps=eps, dtype=torch.float64)
+    np.testing.assert_allclose(norm(Tensor(x)).data, theirs(torch.tensor(x)).detach().numpy(), rtol=1e-10)
+
+
+def test_self_attention_refuses_heads_that_do_not_divide_the_width_in_full():
+    with pytest.raises(ValueError) as error:
+        nn.SelfAttention(5, heads=2)
+    assert str(error.value) == "SelfAttention: dim 5 is not divisible by 2 heads"
+
+
+def test_feed_forward_widens_four_times_by_default():
+    """As in the transformer paper (512 → 2048 → 512): Linear(dim, 4·dim), then Linear(4·dim, dim)."""
+    block = nn.FeedForward(3)
+    assert [tuple(p.shape) for p in block.parameters()] == [(3, 12), (12,), (12, 3), (3,)]
+    assert [tuple(p.shape) for p in nn.FeedForward(3, expand=2).parameters()] == [(3, 6), (6,), (6, 3), (3,)]
