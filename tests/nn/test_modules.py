@@ -106,7 +106,7 @@ def test_load_state_dict_copies_in_place_and_refuses_what_does_not_fit():
 
     source, target = Linear(3, 2, seed=0), Linear(3, 2, seed=1)
     weight_before = target.weight
-    out = (Tensor(np.ones((1, 3))) @ target.weight).sum()
+    out = (Tensor(np.ones((1, 3)), requires_grad=True) @ target.weight).sum()  # d/d(input) reads the weight
     target.load_state_dict(source.state_dict())
     assert target.weight is weight_before  # the same tensor, new numbers
     np.testing.assert_array_equal(target.weight.data, source.weight.data)
