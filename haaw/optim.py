@@ -10,12 +10,17 @@ from .engine.tensor import changed_in_place
 
 class Optimizer:
     def __init__(self, params, what: str):
+        self.params = self._listed(params, what)
+        if not self.params:
+            raise ValueError(f"{what} got no parameters: did the model create any with requires_grad=True?")
+
+    @staticmethod
+    def _listed(params, what: str) -> list:
+        """``params`` as a list, or a TypeError if it is one tensor (``list`` of it would give its rows)."""
         if hasattr(params, "grad"):
             raise TypeError(f"{what}: params must be a list of tensors (or model.parameters()), not one tensor: "
                             "write [w]")
-        self.params = list(params)
-        if not self.params:
-            raise ValueError(f"{what} got no parameters: did the model create any with requires_grad=True?")
+        return list(params)
 
     @staticmethod
     def _check(what: str, **settings) -> None:
@@ -117,7 +122,7 @@ class AdamW(Adam):
     ``param_groups`` holds the groups with every setting filled in; a schedule changes ``group["lr"]``."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2):
-        params = list(params) if not hasattr(params, "grad") else params
+        params = self._listed(params, "AdamW")
         groups = params if params and all(isinstance(g, dict) for g in params) else [{"params": params}]
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
         self.param_groups = []
@@ -126,7 +131,8 @@ class AdamW(Adam):
             if "params" not in group or unknown:
                 raise ValueError(f"AdamW: a parameter group is a dict with 'params' and any of {sorted(defaults)}; "
                                  f"got the keys {sorted(group)}")
-            filled = {**defaults, **group, "params": list(group["params"])}
+            listed = [group["params"]] if hasattr(group["params"], "grad") else list(group["params"])  # PyTorch's too
+            filled = {**defaults, **group, "params": listed}
             self._check("AdamW", lr=filled["lr"], beta1=filled["betas"][0], beta2=filled["betas"][1],
                         eps=filled["eps"], weight_decay=filled["weight_decay"])
             self.param_groups.append(filled)

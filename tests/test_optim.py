@@ -187,3 +187,151 @@ def test_adamw_with_parameter_groups_and_a_schedule_matches_pytorch():
     np.testing.assert_allclose(b.data, tb.detach().numpy(), rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError, match="parameter group"):
         AdamW([{"params": [w], "momentum": 0.9}])
+
+
+# --- what the mutation run (docs/mutation-survivors.md) found untested -------------------------------------------
+@pytest.mark.parametrize("make, message", [
+    (lambda w: Adam([w], betas=(1.0, 0.999)), "Adam: beta1 = 1.0 is not valid; it must be a number from 0 up to "
+                                              "(not including) 1"),
+    (lambda w: Adam([w], betas=(-0.1, 0.999)), "Adam: beta1 = -0.1 is not valid; it must be a number from 0 up to "
+                                               "(not including) 1"),
+    (lambda w: Adam([w], betas=(0.9, 1.0)), "Adam: beta2 = 1.0 is not valid; it must be a number from 0 up to "
+                                            "(not including) 1"),
+    (lambda w: Adam([w], weight_decay=-0.1), "Adam: weight_decay = -0.1 is not valid; it must be a number at least 0"),
+    (lambda w: SGD([w], lr=0.1, weight_decay=-0.1), "SGD: weight_decay = -0.1 is not valid; it must be a number at "
+                                                    "least 0"),
+])
+def test_each_setting_pytorch_refuses_is_refused_by_name(make, message):
+    with pytest.raises(ValueError) as refused:
+        make(Tensor(np.ones(2), requires_grad=True))
+    assert str(refused.value) == message
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError):  # PyTorch refuses each too ("Invalid beta parameter at index 0: 1.0", ...)
+        make(torch.ones(2, requires_grad=True))
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"lr": -1}, "AdamW: lr = -1 is not valid; it must be a number at least 0"),
+    ({"betas": (1.0, 0.999)}, "AdamW: beta1 = 1.0 is not valid; it must be a number from 0 up to (not including) 1"),
+    ({"betas": (0.9, 1.0)}, "AdamW: beta2 = 1.0 is not valid; it must be a number from 0 up to (not including) 1"),
+    ({"eps": -1e-8}, "AdamW: eps = -1e-08 is not valid; it must be a number at least 0"),
+    ({"weight_decay": -0.1}, "AdamW: weight_decay = -0.1 is not valid; it must be a number at least 0"),
+])
+def test_a_parameter_group_s_own_setting_is_checked_as_the_defaults_are(setting, message):
+    """PyTorch checks only the defaults given to AdamW; a group's setting is used just as they are, so haaw checks it."""
+    from haaw.optim import AdamW
+
+    w = Tensor(np.ones(2), requires_grad=True)
+    with pytest.raises(ValueError) as refused:
+        AdamW([{"params": [w], **setting}])
+    assert str(refused.value) == message
+
+
+def _losses_of(x, w, b):
+    return [(x @ w + b).tanh().sum(), (x @ w * b).sum()]
+
+
+def _adamw_against_torch(make_ours, make_theirs, steps=3, frozen_first=False):
+    """AdamW's parameters after ``steps`` steps on a small loss, haaw's and PyTorch's, each made from the same start.
+    With ``frozen_first`` a parameter that never gets a gradient comes first (in each group)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    w0, b0, x = rng.standard_normal((3, 2)), rng.standard_normal(2), rng.standard_normal((4, 3))
+    ours = [Tensor(w0.copy(), requires_grad=True), Tensor(b0.copy(), requires_grad=True)]
+    theirs = [torch.tensor(w0, requires_grad=True), torch.tensor(b0, requires_grad=True)]
+    if frozen_first:
+        ours.insert(0, Tensor(np.ones(2), requires_grad=True))
+        theirs.insert(0, torch.ones(2, dtype=torch.float64, requires_grad=True))
+    opt, topt = make_ours(ours), make_theirs(theirs, torch)
+    for step in range(steps):
+        for o, params, xx in ((opt, ours, Tensor(x)), (topt, theirs, torch.tensor(x))):
+            o.zero_grad()
+            _losses_of(xx, *params[-2:])[step % 2].backward()
+            o.step()
+    for p, t in zip(ours, theirs):
+        np.testing.assert_allclose(p.data, t.detach().numpy(), rtol=1e-12, atol=1e-14)
+    return ours
+
+
+def test_adamw_s_defaults_are_pytorch_s_lr_and_weight_decay():
+    from haaw.optim import AdamW
+
+    _adamw_against_torch(lambda ps: AdamW(ps), lambda ps, torch: torch.optim.AdamW(ps))
+
+
+def test_adamw_takes_model_parameters_a_generator_and_a_group_of_one_tensor_or_a_generator():
+    """``model.parameters()`` is a generator: looking in it for groups must not use up its first parameter."""
+    from haaw.optim import AdamW
+
+    _adamw_against_torch(lambda ps: AdamW(p for p in ps), lambda ps, torch: torch.optim.AdamW(p for p in ps))
+    _adamw_against_torch(lambda ps: AdamW([{"params": (p for p in ps[:1])}, {"params": ps[1], "lr": 0.01}]),
+                         lambda ps, torch: torch.optim.AdamW([{"params": (p for p in ps[:1])},
+                                                              {"params": ps[1], "lr": 0.01}]))
+
+
+def test_one_tensor_for_params_is_refused_by_name():
+    """It failed with "the truth value of a tensor ... is ambiguous", or, for one row, stepped the rows of a copy."""
+    from haaw.optim import AdamW
+
+    for w in (Tensor(np.ones((2, 2)), requires_grad=True), Tensor(np.ones((1, 2)), requires_grad=True)):
+        with pytest.raises(TypeError) as refused:
+            AdamW(w)
+        assert str(refused.value) == ("AdamW: params must be a list of tensors (or model.parameters()), not one tensor: "
+                                      "write [w]")
+    for make in (Adam, lambda w: SGD(w, lr=0.1)):
+        with pytest.raises(TypeError) as refused:
+            make(w)
+        name = "Adam" if make is Adam else "SGD"
+        assert str(refused.value) == f"{name}: params must be a list of tensors (or model.parameters()), not one tensor: write [w]"
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError):  # "params argument given to the optimizer should be an iterable of Tensors or dicts"
+        torch.optim.AdamW(torch.ones(2, requires_grad=True))
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_a_parameter_without_a_gradient_does_not_stop_the_ones_after_it(name):
+    from haaw import optim
+
+    ours = _adamw_against_torch(lambda ps: getattr(optim, name)(ps, lr=0.1),
+                                lambda ps, torch: getattr(torch.optim, name)(ps, lr=0.1), frozen_first=True)
+    assert ours[0].data.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_your_adam_step_in_the_slot_takes_every_parameter_s_step_and_matches_pytorch(name):
+    """Adam's slot gets the gradient with the decay added; AdamW's the weight already shrunk by the decay and the
+    gradient alone (decoupled). Each parameter with a gradient is one call a step; the one without none."""
+    import haaw
+    from haaw import optim
+
+    calls = []
+
+    def adam_step(p, g, m, v, t, lr, beta1, beta2, eps):  # written out from Kingma & Ba's paper
+        calls.append(t)
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g ** 2
+        return p - lr * (m / (1 - beta1 ** t)) / (np.sqrt(v / (1 - beta2 ** t)) + eps), m, v
+
+    def make(ps, module):
+        if name == "Adam":
+            return module.Adam(ps, lr=0.1, betas=(0.8, 0.9), eps=1e-3, weight_decay=0.1)
+        return module.AdamW([{"params": ps, "betas": (0.8, 0.9), "eps": 1e-3}], lr=0.1, weight_decay=0.1)
+
+    with haaw.use(adam=adam_step):
+        _adamw_against_torch(lambda ps: make(ps, optim), lambda ps, torch: make(ps, torch.optim), frozen_first=True)
+    assert calls == [1, 1, 2, 2, 3, 3]
+
+
+@pytest.mark.parametrize("name, options", [("SGD", {"lr": 0.1}), ("SGD", {"lr": 0.1, "momentum": 0.9}),
+                                           ("Adam", {"lr": 0.1})])
+def test_no_weight_decay_adds_nothing_not_even_zero_times_an_infinite_weight(name, options):
+    """With weight_decay 0 the gradient is used as it is, as in PyTorch: 0 · inf would turn an inf weight into nan."""
+    torch = pytest.importorskip("torch")
+    from haaw import optim
+
+    p = Tensor([np.inf, 1.0], requires_grad=True)
+    t = torch.tensor([np.inf, 1.0], dtype=torch.float64, requires_grad=True)
+    p.grad, t.grad = np.array([0.5, 0.5]), torch.tensor([0.5, 0.5], dtype=torch.float64)
+    getattr(optim, name)([p], **options).step()
+    getattr(torch.optim, name)([t], **options).step()
+    np.testing.assert_array_equal(p.data, t.detach().numpy())
