@@ -355,3 +355,114 @@ def test_micrograd_s_positional_children_are_refused_by_name():
         pass
 
     assert Value(1.0, "a").label == "a" and Value(1.0, label=Name("b")).label == "b"
+
+
+# --- what the mutation run (docs/mutation-survivors.md) found untested -------------------------------------------
+def _cases(a, b):
+    return [(a + b, "+"), (a - b, "-"), (a * b, "*"), (a / b, "/"), (a**2, "**2"), (a**0.5, "**0.5"), (-a, "neg"),
+            (2**a, "2**"), (a.relu(), "relu"), (a.tanh(), "tanh"), (a.exp(), "exp"), (a.log(), "log"),
+            (a.sigmoid(), "sigmoid"), (1 + a, "+"), (1 - a, "-"), (2 * a, "*"), (1 / a, "/")]
+
+
+def test_each_operation_names_itself_and_leaves_its_result_unlabelled():
+    """graph.operation is what the drawer and the step-through print for a node; a result has no label until given one
+    (so a message names it by its number, and its repr shows none)."""
+    for out, name in _cases(Value(3.0, label="a"), Value(2.0, label="b")):
+        assert (graph.operation(out), out.label) == (name, ""), name
+        assert repr(out) == f"Value(data={out.data:.6g}, grad=0)", name
+    assert repr(Value(6.0)) == "Value(data=6, grad=0)"
+    with pytest.raises(ZeroDivisionError) as refused:
+        (Value(3.0, label="a") * 2) / 0
+    assert str(refused.value) == "division by zero: 6 / 0, and the divisor is 0"
+
+
+def test_your_functions_in_the_slots_make_nodes_named_and_unlabelled_as_the_engine_s():
+    import haaw
+
+    def add(a, b):
+        return a + b, (1.0, 1.0)
+
+    def mul(a, b):
+        return a * b, (b, a)
+
+    def power(a, n):
+        return a**n, (n * a ** (n - 1),)
+
+    def tanh(a):
+        return math.tanh(a), (1 - math.tanh(a) ** 2,)
+
+    def exp(a):
+        return math.exp(a), (math.exp(a),)
+
+    a, b = Value(3.0, label="a"), Value(2.0, label="b")
+    with haaw.use(add=add, mul=mul, pow=power, scalar_tanh=tanh, exp=exp):
+        made = [(a + b, "+"), (a * b, "*"), (a**2, "**2"), (a.tanh(), "tanh"), (a.exp(), "exp")]
+    for out, name in made:
+        assert (graph.operation(out), out.label) == (name, ""), name
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Value(1.0) - None, "the other operand of - must be a real number, got NoneType None"),
+    (lambda: Value(1.0) * None, "the other operand of * must be a real number, got NoneType None"),
+    (lambda: Value(1.0) / None, "the divisor must be a real number, got NoneType None"),
+    (lambda: Value(1.0) ** None, "the exponent must be a real number, got NoneType None"),
+    (lambda: None + Value(1.0), "the other operand of + must be a real number, got NoneType None"),
+    (lambda: None - Value(1.0), "the other operand of - must be a real number, got NoneType None"),
+    (lambda: None * Value(1.0), "the other operand of * must be a real number, got NoneType None"),
+    (lambda: None / Value(1.0), "the dividend must be a real number, got NoneType None"),
+    (lambda: None ** Value(1.0), "the base must be a real number, got NoneType None"),
+    (lambda: Value(True), "Value(data) must be a real number, got bool True"),
+    (lambda: Value(1.0) ** Value(2.0), "Value ** Value is not supported: the exponent must be a plain number. For a "
+                                       "learnable exponent write (exponent * base.log()).exp()."),
+    (lambda: Value(1.0, (Value(2.0),)), "Value(data, label): the second argument is a label, a str, not tuple "
+                                        "(Value(data=2, grad=0),). micrograd's Value(data, _children, _op) links a "
+                                        "value to its parents by hand and sets its _backward after; haaw's operations "
+                                        "record the parents and their local derivatives themselves. Build the value "
+                                        "with an operation (a + b, a.tanh()), or write Value(data, label='name')"),
+])
+def test_each_refusal_says_what_was_expected_in_full(make, message):
+    with pytest.raises(TypeError) as refused:
+        make()
+    assert str(refused.value) == message
+
+
+def test_any_real_number_is_a_number_but_a_boolean_is_not():
+    from fractions import Fraction
+
+    assert Value(Fraction(1, 4)).data == 0.25 and type(Value(Fraction(1, 4)).data) is float
+    assert (Value(1.0) + Fraction(1, 2)).data == 1.5
+
+
+@pytest.mark.parametrize("slot, fn, call, message", [
+    ("add", lambda a, b: (a + b, 1.0), lambda: Value(0.5) + Value(1.5),
+     "your function in the engine's 'add' slot returned 1.0 as its local derivatives: return (result, (d/da, d/db))"),
+    ("exp", lambda a: (math.exp(a), 1.0), lambda: Value(0.5).exp(),
+     "your function in the engine's 'exp' slot returned 1.0 as its local derivatives: return (result, (d/da,))"),
+    ("mul", lambda a, b: (a * b, (b,)), lambda: Value(0.5) * Value(1.5),
+     "your function in the engine's 'mul' slot returned 1 local derivative for 2 inputs: return one per input, in "
+     "order ((d/da, d/db))"),
+    ("add", lambda a, b: (a + b, ()), lambda: Value(0.5) + Value(1.5),
+     "your function in the engine's 'add' slot returned 0 local derivatives for 2 inputs: return one per input, in "
+     "order ((d/da, d/db))"),
+    ("pow", lambda a, n: (a**n, (1.0, 2.0)), lambda: Value(2.0) ** 3,
+     "your function in the engine's 'pow' slot returned 2 local derivatives for 1 input: return one per input, in "
+     "order ((d/da,))"),
+])
+def test_a_wrong_set_of_local_derivatives_is_refused_with_the_shape_to_return(slot, fn, call, message):
+    import haaw
+
+    with haaw.use(**{slot: fn}):
+        with pytest.raises((TypeError, ValueError)) as refused:
+            call()
+    assert str(refused.value) == message
+
+
+def test_zero_to_the_power_zero_is_one_with_a_zero_slope_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    for n in (0, 0.0):
+        x = Value(0.0)
+        y = x**n
+        y.backward()
+        t = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+        (t**n).backward()
+        assert (y.data, x.grad) == ((t**n).item(), t.grad.item()) == (1.0, 0.0)
