@@ -137,6 +137,13 @@ plugins.slot("loss_scale", "update_scale(scale, good_steps, found_inf, growth_fa
 
 
 # --- autocast, and custom Functions under it ------------------------------------------------------
+def _cpu(device_type, where: str) -> None:
+    """Refuse a ``device_type`` other than "cpu": PyTorch refuses a name that is not a device, and haaw has one."""
+    if device_type != "cpu":
+        raise ValueError(f"{where}: device_type {device_type!r} is not haaw's device; haaw computes on the CPU only, "
+                         "so write device_type='cpu'")
+
+
 class autocast(ContextDecorator):
     """Inside the block, matrix products (``@``, ``matmul``, ``F.linear``) cast their float inputs to ``dtype`` and
     run in it; every other operation runs in its inputs' format. The casts are recorded, so gradients flow back to
@@ -144,6 +151,7 @@ class autocast(ContextDecorator):
     ``device_type`` is accepted for its spelling (haaw has one device), ``enabled=False`` turns autocast off."""
 
     def __init__(self, device_type: str = "cpu", dtype="bfloat16", enabled: bool = True):
+        _cpu(device_type, "autocast")
         self.dtype = as_dtype(dtype, "autocast") if enabled else None
         self._blocks = []  # a stack: the same object may be entered again by a recursive call
 
@@ -158,11 +166,13 @@ class autocast(ContextDecorator):
 
 
 def is_autocast_enabled(device_type: str = "cpu") -> bool:
+    _cpu(device_type, "is_autocast_enabled")
     return modes.autocast_dtype() is not None
 
 
 def get_autocast_dtype(device_type: str = "cpu"):
     """The format autocast would cast to: its dtype while it is on, bfloat16 (haaw's CPU default) while it is off."""
+    _cpu(device_type, "get_autocast_dtype")
     return modes.autocast_dtype() or as_dtype("bfloat16")
 
 
@@ -171,6 +181,7 @@ def custom_fwd(fwd=None, *, device_type: str = "cpu", cast_inputs=None):
     that ``custom_bwd`` can run the backward the same way. With ``cast_inputs`` (a dtype), under autocast, the
     forward's float arrays are cast to it and the forward runs with autocast off (an operation that needs fp32);
     outside autocast it changes nothing. As ``torch.amp.custom_fwd``."""
+    _cpu(device_type, "custom_fwd")
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
 
@@ -195,6 +206,7 @@ def custom_bwd(bwd=None, *, device_type: str = "cpu"):
     in the autocast state its forward ran in, whatever the state where ``.backward()`` was called, and each
     gradient comes back in the format of its forward argument (PyTorch's engine does that last part for every
     Function). As ``torch.amp.custom_bwd``."""
+    _cpu(device_type, "custom_bwd")
     if bwd is None:
         return functools.partial(custom_bwd, device_type=device_type)
 

@@ -254,3 +254,95 @@ def test_custom_bwd_without_custom_fwd_says_what_is_missing():
     x, _ = _fp32_pair()
     with pytest.raises(TypeError, match="custom_fwd"):
         Half.apply(x).sum().backward()
+
+
+# --- what the mutation run (docs/mutation-survivors.md) found untested -------------------------------------------
+def test_an_unknown_format_is_refused_naming_where_it_was_given():
+    from haaw import amp
+
+    for make, where in ((lambda: dtype("float12"), "dtype()"), (lambda: amp.autocast(dtype="float12"), "autocast")):
+        with pytest.raises(TypeError) as refused:
+            make()
+        assert str(refused.value) == f"{where}: 'float12' is not a number format (try np.float32, np.float16 or 'bfloat16')"
+
+
+def test_cast_report_without_a_scale_stores_the_values_as_they_are_and_widens_16_bit_input_first():
+    """fp16: 1e-8 is below its smallest subnormal (6e-8), 4e4 is below its largest (65504), 1 is exact."""
+    assert cast_report(np.array([1e-8, 4e4, 1.0]), "float16") == {"zero": 1 / 3, "inf": 0.0, "kept": 2 / 3}
+    # 1 · 2¹⁶ fits float32; computed in float16 it would overflow to inf before being stored
+    assert cast_report(np.array([1.0], dtype=np.float16), "float32", scale=2.0**16) == {"zero": 0.0, "inf": 0.0,
+                                                                                        "kept": 1.0}
+
+
+def test_unscale_gives_fp32_gradients_whatever_their_format():
+    """The docstring's promise, which the fp32 master update relies on: a float64 gradient is rounded to fp32 first."""
+    grads, found_inf = StaticLossScaler(3.0).unscale([np.array([1 / 3]), np.array([2.0], dtype=np.float16), None])
+    assert [g.dtype for g in grads[:2]] == [np.float32, np.float32] and grads[2] is None and not found_inf
+    assert grads[0][0] == np.float32(1 / 3) / np.float32(3.0)
+    assert grads[1][0] == np.float32(2 / 3)
+
+
+def test_master_weights_default_to_fp16_parameters_with_fp32_masters():
+    w = Tensor(np.array([1.0, 1e-4]), requires_grad=True)
+    masters = MasterWeights([w])
+    assert w.data.dtype == np.float16 and [m.dtype for m in masters.master] == [np.float32]
+    w.grad = np.array([1e-4, 1e-4], dtype=np.float16)
+    for _ in range(10):  # 1e-8 a step: lost against 1 in fp16 (and in fp32), kept against 1e-4 in fp32
+        masters.step(StaticLossScaler(1.0), lr=1e-4)
+    assert masters.master[0][0] == np.float32(1.0) and masters.master[0][1] < np.float32(1e-4)
+
+
+def test_autocast_s_default_format_is_bfloat16_and_outside_autocast_the_format_it_would_use_is_too():
+    """As PyTorch on the CPU: torch.autocast("cpu") runs in bfloat16, and torch.get_autocast_dtype("cpu") says so."""
+    from haaw import amp
+
+    bf16 = dtype("bfloat16")
+    assert not amp.is_autocast_enabled() and amp.get_autocast_dtype() == bf16
+    x = Tensor(np.ones((2, 2), dtype=np.float32))
+    with amp.autocast():
+        assert amp.is_autocast_enabled() and amp.get_autocast_dtype() == bf16 and (x @ x).dtype == bf16
+    torch = pytest.importorskip("torch")
+    assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+
+
+def test_custom_fwd_and_custom_bwd_called_with_a_device_type_decorate_as_they_do_bare():
+    from haaw import Function, amp
+
+    seen = []
+
+    class Double(Function):
+        @staticmethod
+        @amp.custom_fwd(device_type="cpu")
+        def forward(ctx, a):
+            return (Tensor(a) @ np.eye(2, dtype=a.dtype)).data * 2
+
+        @staticmethod
+        @amp.custom_bwd(device_type="cpu")
+        def backward(ctx, g):
+            out = (Tensor(g) @ np.eye(2, dtype=np.float32)).data * 2
+            seen.append(out.dtype)
+            return out
+
+    x = Tensor(np.ones((2, 2), dtype=np.float32), requires_grad=True)
+    with amp.autocast(dtype="bfloat16"):
+        out = Double.apply(x)
+    out.float().sum().backward()  # outside autocast: the backward still runs in it, and its gradient comes back fp32
+    assert seen == [dtype("bfloat16")] and x.grad.dtype == np.float32 and x.grad.tolist() == [[2.0, 2.0]] * 2
+
+
+@pytest.mark.parametrize("name", ["autocast", "is_autocast_enabled", "get_autocast_dtype", "custom_fwd", "custom_bwd"])
+def test_a_device_type_other_than_cpu_is_refused_by_name(name):
+    """It was accepted and ignored, a typo too; PyTorch refuses a name that is not a device, and haaw has one."""
+    from haaw import amp
+
+    call = {"autocast": lambda d: amp.autocast(d), "custom_fwd": lambda d: amp.custom_fwd(device_type=d),
+            "custom_bwd": lambda d: amp.custom_bwd(device_type=d)}.get(name, lambda d: getattr(amp, name)(d))
+    call("cpu")
+    for device in ("CPU", "cuda", None):
+        with pytest.raises(ValueError) as refused:
+            call(device)
+        assert str(refused.value) == (f"{name}: device_type {device!r} is not haaw's device; haaw computes on the CPU "
+                                      "only, so write device_type='cpu'")
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):  # "Expected one of cpu, cuda, ... device type at start of device string: CPU"
+        torch.autocast("CPU")
