@@ -204,6 +204,10 @@ def _backward_kernels(torch):
             _DISPATCH_MODE.append(None)
         else:
             class RefusingBackwardKernels(TorchDispatchMode):
+                @classmethod
+                def _should_skip_dynamo(cls):  # else PyTorch wraps the method to keep torch.compile out, and that
+                    return False  # imports torch._dynamo on the first call: seconds, inside the first check's limit
+
                 def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                     if "backward" in getattr(func, "__name__", ""):
                         raise ShortcutRefused(_message("torch.autograd"))
