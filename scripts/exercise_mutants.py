@@ -50,6 +50,7 @@ from haaw.course.exercises import REGISTRY, CodeExercise, check  # noqa: E402
 from haaw.course.exercises import code as _code  # noqa: E402
 from haaw.course.exercises.registry import CORRECT, WRONG  # noqa: E402
 from haaw.course.exercises.watchdog import TimeLimit  # noqa: E402
+from haaw.engine import guard  # noqa: E402
 
 OPERATORS = {  # the name a mutant is listed under: what it changes
     "arithmetic": "one of + − * / ** replaced by another (in an expression or an augmented assignment)",
@@ -315,7 +316,7 @@ def _one_line(before: str, after: str, context: int = 24) -> str:
 
 def reference_of(ex: CodeExercise):
     """The reference as a learner would type it (the course wraps it to refuse it), or None if it is a class."""
-    fn = inspect.unwrap(ex.reference)
+    fn = guard.unguarded(ex.reference)
     return None if isinstance(fn, type) else fn
 
 
@@ -579,7 +580,7 @@ def measure(ex: CodeExercise, limit: int | None = None, seed: int = 0) -> Result
     start = time.perf_counter()
     result = Result(ex.key)
     if reference_of(ex) is None:
-        result.skipped = f"its reference is a class ({inspect.unwrap(ex.reference).__name__}), not a function"
+        result.skipped = f"its reference is a class ({guard.unguarded(ex.reference).__name__}), not a function"
         return result
     everything = mutants(ex)
     result.possible = len(everything)

@@ -22,7 +22,11 @@ of its ``.backward()`` is turned into this module's message.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
+import sysconfig
+import weakref
+from pathlib import Path
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -31,8 +35,9 @@ from typing import Iterable, Mapping
 # PyTorch's versions of what the exercises rebuild: name -> (what a learner calls it, the files of PyTorch's source
 # (under torch/) from which it calls back into torch, the names of its functions that do the work when called directly)
 TORCH = {
-    "torch.autograd": ("PyTorch's autograd (.backward() on a torch tensor, torch.autograd.grad or "
-                       "torch.autograd.functional)",
+    "torch.autograd": ("PyTorch's autograd (.backward() on a torch tensor, torch.autograd.grad, "
+                       "torch.autograd.functional, a grad_fn called by hand or a backward kernel such as "
+                       "torch.ops.aten.tanh_backward)",
                        ("autograd/__init__.py", "autograd/functional.py", "autograd/forward_ad.py",
                         "autograd/gradcheck.py"),
                        ("backward", "grad")),
@@ -72,15 +77,79 @@ def refusable(name: str, called: str, *, except_from: str | None = None):
     def mark(fn):
         @functools.wraps(fn)
         def refused_while_a_learner_computes_it(*args, **kwargs):
-            if name in _refused.get() and not (
-                    except_from and sys._getframe(1).f_code.co_filename.startswith(except_from)):
+            if name in _refused.get() and not (except_from and _called_from(except_from, sys._getframe(1))):
                 raise ShortcutRefused(_message(name))
             return fn(*args, **kwargs)
 
+        # no __wrapped__: fn.__wrapped__(...) would be the implementation itself, unrefused. Its signature and
+        # source are still read through it (unguarded), as inspect.unwrap would have.
+        del refused_while_a_learner_computes_it.__wrapped__
+        refused_while_a_learner_computes_it.__signature__ = _signature(fn)
+        _ORIGINAL[refused_while_a_learner_computes_it] = fn
         refused_while_a_learner_computes_it.refusable_as = name
         return refused_while_a_learner_computes_it
 
     return mark
+
+
+def _called_from(folder: str, frame) -> bool:
+    """Is ``frame`` in ``folder``, and was the code of ``folder`` that leads to it not called by a learner's code?
+    (A learner's function calling one of the course's wrong versions, which calls the reference, is refused.)"""
+    if not frame.f_code.co_filename.startswith(folder):
+        return False
+    while frame is not None and frame.f_code.co_filename.startswith(folder):
+        frame = frame.f_back
+    return frame is None or not _a_learners(frame.f_code.co_filename)
+
+
+_LIBRARIES = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                                                     sysconfig.get_paths()["platlib"])})
+
+
+def _a_learners(filename: str) -> bool:
+    """Is this a learner's file (a notebook cell, a script): not haaw's, not the standard library's or a package's?"""
+    return not (filename.startswith((_HAAW, *_LIBRARIES, "<frozen")) or "site-packages" in filename)
+
+
+_ORIGINAL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a refusable wrapper -> what it wraps
+_HAAW = str(Path(__file__).resolve().parents[1])  # the package: its code may unwrap what a learner's may not
+
+
+def _signature(fn):
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def unguarded(fn):
+    """What ``refusable`` wrapped in ``fn`` (through any ``__wrapped__`` too, as ``inspect.unwrap`` does), for the
+    course's own code and its tests: the source of a reference, the reference as a learner would have typed it.
+    While a learner's code runs (something is refused) only haaw's own code may call it."""
+    if _refused.get() and not sys._getframe(1).f_code.co_filename.startswith(_HAAW):
+        raise ShortcutRefused("it unwraps the course's own code (guard.unguarded), to call what it was meant to "
+                              "compute itself: compute the result from the inputs you are given")
+    seen = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
+        method = getattr(fn, "__func__", None)
+        if method is not None and method in _ORIGINAL:  # a bound method of a refusable one
+            fn = _ORIGINAL[method].__get__(fn.__self__)
+        elif _weakable(fn) and fn in _ORIGINAL:
+            fn = _ORIGINAL[fn]
+        elif hasattr(fn, "__wrapped__"):
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
+def _weakable(fn) -> bool:
+    try:
+        weakref.ref(fn)
+    except TypeError:
+        return False
+    return True
 
 
 def check(name: str) -> None:
@@ -118,8 +187,37 @@ def _torch_refusing(torch, names: tuple, outer):
     from os.path import dirname
 
     mode = _torch_mode_class(torch)(names, outer, dirname(torch.__file__) + "/")
-    with torch.set_grad_enabled(False) if "torch.autograd" in names else nullcontext(), mode:
+    kernels = _backward_kernels(torch) if "torch.autograd" in names else nullcontext()
+    with torch.set_grad_enabled(False) if "torch.autograd" in names else nullcontext(), mode, kernels:
         yield
+
+
+def _backward_kernels(torch):
+    """A ``TorchDispatchMode`` (thread-local, like the function mode) that refuses every ATen operator whose name
+    has "backward" in it: the kernels autograd runs (``torch.ops.aten.tanh_backward``, ``nll_loss_backward``,
+    ``native_layer_norm_backward``, ``_log_softmax_backward_data`` ...), whether called by name or through a
+    ``grad_fn`` node called by hand, which the function mode does not see. No forward operator has it in its name."""
+    if not _DISPATCH_MODE:
+        try:
+            from torch.utils._python_dispatch import TorchDispatchMode
+        except ImportError:  # an old PyTorch: the function mode alone
+            _DISPATCH_MODE.append(None)
+        else:
+            class RefusingBackwardKernels(TorchDispatchMode):
+                @classmethod
+                def _should_skip_dynamo(cls):  # else PyTorch wraps the method to keep torch.compile out, and that
+                    return False  # imports torch._dynamo on the first call: seconds, inside the first check's limit
+
+                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                    if "backward" in getattr(func, "__name__", ""):
+                        raise ShortcutRefused(_message("torch.autograd"))
+                    return func(*args, **(kwargs or {}))
+
+            _DISPATCH_MODE.append(RefusingBackwardKernels)
+    return _DISPATCH_MODE[0]() if _DISPATCH_MODE[0] is not None else nullcontext()
+
+
+_DISPATCH_MODE = []  # the dispatch mode's class, made once PyTorch is imported (or None where there is none)
 
 
 _TORCH_MODE = []  # the mode's class, made once PyTorch is imported (this module never imports it)
@@ -145,6 +243,8 @@ def _torch_mode_class(torch):
 
         def refused(self, func) -> str:
             called = getattr(func, "__name__", "")
+            if "torch.autograd" in self.names and torch.is_grad_enabled():  # turned back on (torch.enable_grad):
+                return "torch.autograd"  # every graph it records is for autograd, its grad_fn nodes called by hand too
             for name in self.names:
                 if called in TORCH[name][2]:
                     return name

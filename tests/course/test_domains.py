@@ -2,7 +2,6 @@
 the same cases every time, every entry of every axis taken, the course's solutions passing them, the outputs that
 keep their inputs' dtype held to it, and tiny or huge values compared at their own scale. Each wrong version below,
 written as a learner writes it, passes the teaching cases alone and is refused by a drawn one."""
-import inspect
 import math
 
 import numpy as np
@@ -13,6 +12,7 @@ from haaw.course.exercises import code as code_module
 from haaw.course.exercises.code import Case, CodeExercise
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.course.exercises.domain import AXES, DRAWN, HUGE, TINY, VALUES, Domain, sample
+from haaw.engine import guard
 
 CODE = {key: ex for key, ex in REGISTRY.items() if isinstance(ex, CodeExercise)}
 
@@ -66,7 +66,7 @@ def test_the_drawn_cases_take_every_entry_of_every_axis(key):
 
 def _solution(ex):
     """The solution shown to learners (or the reference, where it is the solution), as a learner's function."""
-    reference = inspect.unwrap(ex.reference)
+    reference = guard.unguarded(ex.reference)
     if not ex.solution_code:
         return reference
     namespace = dict(reference.__globals__) if not isinstance(reference, type) else {"np": np}

@@ -1,13 +1,15 @@
 """05-layer-norm-backward: every correct way of writing it passes; wrong code written the way learners write it,
 beyond the checker's named mistakes, is rejected and never misnamed; each named mistake is what its name says."""
-import inspect
 import numpy as np
 import pytest
 
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.core import CORRECT, WRONG
+from haaw.engine import guard
 
 KEY = "05-layer-norm-backward"
+# the course\'s reference as a learner would have typed it (unguarded is refused inside check: fetched here)
+REFERENCE = guard.unguarded(REGISTRY[KEY].reference)
 
 
 def _stats(x, eps, ddof=0):
@@ -84,11 +86,11 @@ def unbiased_variance(x, weight, G, eps=1e-5):
 
 
 def eps_forgotten(x, weight, G, eps=1e-5):
-    return inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, 0.0)
+    return REFERENCE(x, weight, G, 0.0)
 
 
 def summed_over_the_first_axis_only(x, weight, G, eps=1e-5):
-    dx, _, _ = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
+    dx, _, _ = REFERENCE(x, weight, G, eps)
     mu, sigma = _stats(x, eps)
     return dx, (G * (x - mu) / sigma).sum(axis=0), G.sum(axis=0)
 
@@ -103,12 +105,12 @@ def projection_with_a_plus(x, weight, G, eps=1e-5):
 
 
 def dweight_from_x_not_x_hat(x, weight, G, eps=1e-5):
-    dx, _, db = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
+    dx, _, db = REFERENCE(x, weight, G, eps)
     return dx, (G * x).reshape(-1, x.shape[-1]).sum(0), db
 
 
 def dbias_summed_to_one_number(x, weight, G, eps=1e-5):
-    dx, dw, _ = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
+    dx, dw, _ = REFERENCE(x, weight, G, eps)
     return dx, dw, G.sum()
 
 
@@ -123,14 +125,14 @@ def means_over_the_batch_axis(x, weight, G, eps=1e-5):
 
 
 def divided_by_the_variance(x, weight, G, eps=1e-5):
-    dx, dw, db = inspect.unwrap(REGISTRY[KEY].reference)(x, weight, G, eps)
+    dx, dw, db = REFERENCE(x, weight, G, eps)
     _, sigma = _stats(x, eps)
     return dx / sigma, dw, db  # σ² where σ belongs
 
 
 def changes_G_in_place(x, weight, G, eps=1e-5):
     G *= weight
-    return inspect.unwrap(REGISTRY[KEY].reference)(x, np.ones_like(weight), G, eps)
+    return REFERENCE(x, np.ones_like(weight), G, eps)
 
 
 @pytest.mark.parametrize("fn, words", [
@@ -170,7 +172,7 @@ def test_each_named_mistake_computes_what_its_name_says():
         return d
 
     mistakes = {m.name: m.code for m in REGISTRY[KEY].mistakes}
-    np.testing.assert_allclose(inspect.unwrap(REGISTRY[KEY].reference)(x, w, G, eps)[0], numeric(loss), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(REFERENCE(x, w, G, eps)[0], numeric(loss), rtol=1e-6, atol=1e-8)
     mu, sigma = x.mean(-1, keepdims=True), np.sqrt(x.var(-1, keepdims=True) + eps)
     constants = numeric(lambda x_: loss(x_, mu, sigma))  # μ and σ held fixed
     np.testing.assert_allclose(mistakes["μ and σ treated as constants"](x, w, G, eps)[0], constants, rtol=1e-6)

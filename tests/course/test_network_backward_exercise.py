@@ -2,7 +2,6 @@
 against the engine's and names the first wrong one in backward's order; correct code written other ways passes;
 wrong code beyond the named mistakes is refused, named only when it is that mistake; a function written half-way
 is told what is right so far; the engine's backward and PyTorch's autograd are no way to pass."""
-import inspect
 
 import numpy as np
 import pytest
@@ -12,9 +11,10 @@ from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises import nb05 as exercises
 from haaw.course.exercises.core import CORRECT, NOT_ATTEMPTED, WRONG
 from haaw.course.nb05 import ORDER, engine_gradients, init_network, network_forward
+from haaw.engine import guard
 
 KEY = "05-network-backward"
-reference = inspect.unwrap(exercises.network_backward)
+reference = guard.unguarded(exercises.network_backward)
 
 
 def _solution():

@@ -3,7 +3,6 @@ signals, lets nothing out after its block has ended, and where it cannot work (o
 block with no limit and says so. First the module itself, then through ``check``, as a learner meets it.
 
 The tests that wait out a limit, or sleep, are marked slow: they take seconds together."""
-import inspect
 import _thread
 import contextlib
 import ctypes
@@ -20,6 +19,7 @@ from haaw.course.exercises import code as code_module
 from haaw.course.exercises import watchdog
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.course.exercises.watchdog import TimeLimit, TooSlow
+from haaw.engine import guard
 
 
 @contextlib.contextmanager
@@ -123,7 +123,7 @@ def test_without_the_setter_the_block_runs_with_no_limit_and_says_so(monkeypatch
 def test_without_the_setter_check_still_checks(monkeypatch):
     monkeypatch.setattr(watchdog, "_set_async_exc", None)
     with pytest.warns(RuntimeWarning, match="no time limit"):
-        feedback = check("04-tanh-backward", inspect.unwrap(REGISTRY["04-tanh-backward"].reference))
+        feedback = check("04-tanh-backward", guard.unguarded(REGISTRY["04-tanh-backward"].reference))
     assert feedback.status == CORRECT
 
 
@@ -318,7 +318,7 @@ def test_a_learner_s_except_exception_inside_the_loop_cannot_swallow_the_time_li
 @pytest.mark.slow
 def test_a_function_that_passes_in_time_leaves_no_time_out_behind(monkeypatch):
     monkeypatch.setattr(code_module, "TIME_LIMIT", 0.3)
-    assert check("04-tanh-backward", inspect.unwrap(REGISTRY["04-tanh-backward"].reference)).status == CORRECT
+    assert check("04-tanh-backward", guard.unguarded(REGISTRY["04-tanh-backward"].reference)).status == CORRECT
     try:
         for _ in range(60):  # twice the limit, running Python between the sleeps, where a stray one would land
             time.sleep(0.01)
@@ -349,7 +349,7 @@ def test_a_time_out_that_arrives_as_the_block_ends_still_leaves_nothing_behind(m
 
     monkeypatch.setattr(code_module, "TIME_LIMIT", 0.05)
     monkeypatch.setattr(TimeLimit, "__exit__", leave_at_once)
-    feedback = check("04-tanh-backward", inspect.unwrap(REGISTRY["04-tanh-backward"].reference))
+    feedback = check("04-tanh-backward", guard.unguarded(REGISTRY["04-tanh-backward"].reference))
     assert "took longer than" in feedback.message  # the time was up as the block ended: reported as such
     try:
         end = time.perf_counter() + 0.4

@@ -11,6 +11,10 @@ from haaw.course.editions import course_notebooks
 from haaw.course.exercises import REGISTRY, check
 from haaw.course.exercises.core import CORRECT, WRONG
 from haaw.engine import plugins
+from haaw.engine import guard
+
+
+UNBROADCAST = guard.unguarded(REGISTRY["03-unbroadcast"].reference)  # fetched here: refused inside check
 
 
 def pow_divides_by_a(a, n):
@@ -33,7 +37,7 @@ def unbroadcast_first_stretched_axis_only(g, shape):
 
 def unbroadcast_in_place(g, shape):
     g -= 0.0  # "just to be sure it is a float array"
-    return inspect.unwrap(REGISTRY["03-unbroadcast"].reference)(g, shape)
+    return UNBROADCAST(g, shape)
 
 
 def tanh_backward_in_place(y, G):
@@ -132,7 +136,7 @@ def test_wrong_code_is_rejected_and_says_where(key, fn, words):
 def test_the_references_still_pass_with_read_only_inputs():
     for key, ex in REGISTRY.items():
         if hasattr(ex, "reference"):
-            assert check(key, inspect.unwrap(ex.reference)).status == CORRECT, key
+            assert check(key, guard.unguarded(ex.reference)).status == CORRECT, key
 
 
 def test_in_the_engine_an_in_place_change_of_an_input_is_refused_not_spread():
@@ -195,7 +199,7 @@ def _checkpoint_variant(old, new):
     from haaw import Tensor, no_grad  # noqa: F401  (the class's source uses them)
     from haaw.engine import Function  # noqa: F401
 
-    source = inspect.getsource(inspect.unwrap(REGISTRY["06-checkpoint"].reference)).replace(old, new)
+    source = inspect.getsource(guard.unguarded(REGISTRY["06-checkpoint"].reference)).replace(old, new)
     namespace = {"Tensor": Tensor, "no_grad": no_grad, "Function": Function, "np": np}
     exec(source, namespace)
     return namespace["CheckpointSegment"]

@@ -48,6 +48,7 @@ class Case:
     detail: str = ""  # what this one is, said with the kind when a function fails it: "a = 2, b = 3"
     note: str = ""  # said when a function fails this case: what is special about it
     scaled: bool | None = None  # tiny or huge values: each output compared relative to its own size (_tolerances)
+    note_on: tuple = ()  # the outputs the note is about: said only when one of them is the first wrong one
 
     @property
     def label(self) -> str:
@@ -85,6 +86,10 @@ class CodeExercise(Exercise):
     expected: Callable | None = None  # expected(case) -> outputs, where they come from elsewhere (PyTorch)
     diagnose: Callable | None = None  # diagnose(fn, *args) -> more words on a failed case (an audit, say)
     too_slow: str = ""  # what to look for when the code runs out of time, if this exercise knows better
+    in_place: str = ""  # what to say when the code changes an input in place, if this exercise knows better
+    # term_sizes(case) -> per output, the sum of |terms| adding up to each entry: in float32, an entry whose terms
+    # cancel is allowed a few epsilons of them (rounding is all an answer can show there), not only atol
+    term_sizes: Callable | None = None
     rtol: float = 1e-6  # float64; float32 cases use 1e-4
     atol: float = 1e-9
     # the implementations a learner's function may not call while it runs (names marked refusable, guard.py): by
@@ -121,7 +126,7 @@ class CodeExercise(Exercise):
 
     @property
     def solution(self) -> str:
-        return textwrap.dedent(self.solution_code or inspect.getsource(self.reference))
+        return textwrap.dedent(self.solution_code or inspect.getsource(guard.unguarded(self.reference)))
 
     def all_cases(self) -> list:
         """The battery check runs: the teaching cases, then the cases drawn from the domain."""
@@ -160,6 +165,55 @@ def _copies(args):
     return tuple(read_only(a, copy=True) for a in args)
 
 
+def _fresh(args) -> tuple:
+    """A copy of a case's arguments for one call: its arrays, lists, tuples and dicts copied all the way down (a
+    function, a Tensor or a number is passed as it is), so that a function that changes what it is given changes
+    only its own copy, never the case that the next call (a mistake's code, a later check) receives."""
+    def fresh(value):
+        if isinstance(value, np.ndarray):
+            return value.copy()
+        if isinstance(value, list):
+            return [fresh(v) for v in value]
+        if isinstance(value, tuple) and type(value) is tuple:
+            return tuple(fresh(v) for v in value)
+        if isinstance(value, dict):
+            return {k: fresh(v) for k, v in value.items()}
+        return value
+
+    return tuple(fresh(a) for a in args)
+
+
+def _changed(given, now, name="") -> str:
+    """Which argument a call changed in place, as a phrase ("its 2nd argument, a list"), comparing what it was
+    given (``now``, after the call) with the case's own (``given``); "" if none. Arrays, lists, tuples and dicts are
+    compared by value (a NaN equals a NaN); anything else is not looked at."""
+    if isinstance(given, np.ndarray):
+        same = (isinstance(now, np.ndarray) and now.shape == given.shape and now.dtype == given.dtype
+                and np.array_equal(now, given, equal_nan=given.dtype.kind in "fc"))
+        return "" if same else name or "an array"
+    if isinstance(given, (int, float, complex, str, np.generic)):  # an entry of a list: by value, NaN equal to NaN
+        same = type(now) is type(given) and (now == given or (now != now and given != given))
+        return "" if same else name or type(given).__name__
+    if isinstance(given, (list, tuple)) and not hasattr(given, "_fields"):
+        if not isinstance(now, type(given)) or len(now) != len(given):
+            return name or f"a {type(given).__name__}"
+        return next((found for g, n in zip(given, now) if (found := _changed(g, n, name or
+                                                                              f"a {type(given).__name__}"))), "")
+    if isinstance(given, dict):
+        if not isinstance(now, dict) or now.keys() != given.keys():
+            return name or "a dict"
+        return next((found for k in given if (found := _changed(given[k], now[k], name or "a dict"))), "")
+    return ""
+
+
+def _changed_input(given: tuple, now: tuple) -> str:
+    for number, (g, n) in enumerate(zip(given, now), start=1):
+        found = _changed(g, n)
+        if found:
+            return f"argument {number} ({found})"
+    return ""
+
+
 class LearnerError(Exception):
     def __init__(self, message: str, status: str = WRONG):
         super().__init__(message)
@@ -185,8 +239,16 @@ def _at(err) -> str:
     return f"\n  at {where}" if where else ""
 
 
-def _call(fn, args, what: str):
-    """``fn(*args)``, turning whatever goes wrong into a LearnerError whose message a learner can act on."""
+_IN_PLACE = ("The arrays it receives are the engine's own (a gradient another operation still needs): make a new "
+             "array instead, G = G * ..., not G *= ... or G[...] = ...")
+# what a learner's code may raise that is not the learner's to report: the reader's interrupt, the time limit
+_ESCAPES = (KeyboardInterrupt, TooSlow)
+
+
+def _call(fn, args, what: str, in_place: str = ""):
+    """``fn(*args)``, turning whatever goes wrong into a LearnerError whose message a learner can act on (any
+    exception, SystemExit included, but the reader's KeyboardInterrupt). ``in_place``: what to say of an input
+    changed in place, if the exercise knows better than the engine's arrays."""
     try:
         return fn(*args)
     except (TooSlow, LearnerError):
@@ -196,12 +258,13 @@ def _call(fn, args, what: str):
     except RecursionError as err:
         raise LearnerError(f"{what} went deeper than Python allows (RecursionError, at {learner_line(err.__traceback__) or 'a recursive call'}). "
                            "A recursive walk fails on a long chain of nodes: use a loop with an explicit stack or list.") from None
-    except Exception as err:  # the learner's code raised: show their line, not ours
+    except _ESCAPES:
+        raise
+    except BaseException as err:  # the learner's code raised (SystemExit too): show their line, not ours
         where = learner_line(err.__traceback__)
         if isinstance(err, ValueError) and "read-only" in str(err):
             raise LearnerError(f"{what} changes one of its inputs in place" + (f", at {where}" if where else "") +
-                               ". The arrays it receives are the engine's own (a gradient another operation still "
-                               "needs): make a new array instead, G = G * ..., not G *= ... or G[...] = ...") from None
+                               ". " + (in_place or _IN_PLACE)) from None
         raise LearnerError(f"{what} raised {type(err).__name__}: {err}" + (f"\n  at {where}" if where else "")) from None
 
 
@@ -278,6 +341,11 @@ def _tolerances(ex, case, expected) -> list:
     entry of a huge output that nearly cancels is off by rounding far more than atol, and a tiny output lies within
     atol of anything."""
     rtol, atol = _tolerance(ex, [*expected, *_arrays_in(case.args)])
+    low = [a.dtype for a in (*expected, *_arrays_in(case.args)) if a.dtype.kind == "f" and a.dtype.itemsize < 8]
+    if ex.term_sizes is not None and low and not case.scaled:
+        eps = float(max(np.finfo(d).eps for d in low))
+        return [(rtol, max(atol, _ROUNDINGS * eps * float(np.max(size, initial=0.0))))
+                for size in ex.term_sizes(case)]
     if not case.scaled:
         return [(rtol, atol)] * len(expected)
     found = []
@@ -287,6 +355,9 @@ def _tolerances(ex, case, expected) -> list:
         size = float(sizes.max()) if sizes.size else 0.0
         found.append((rtol, atol * size if size > 0 else atol))
     return found
+
+
+_ROUNDINGS = 4  # how many epsilons of the terms' sizes an entry whose terms cancel may be off by (term_sizes)
 
 
 def _same(a: np.ndarray, b: np.ndarray, rtol, atol) -> bool:
@@ -337,6 +408,7 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
                                        f"\nThe task: {ex.question}")
     run = ex.run or (lambda f, *args: f(*_copies(args)))
     cases = ex.all_cases()
+    _import_ahead(fn)
     limit = _time_limit()
     try:
         with limit:
@@ -354,6 +426,27 @@ def check_code(ex: CodeExercise, fn) -> Feedback:
     return verdict
 
 
+_SLOW_TO_IMPORT = ("torch", "scipy")  # seconds to import the first time: not the learner's code's time
+
+
+def _import_ahead(fn) -> None:
+    """Import the slow-to-import libraries ``fn``'s code names (``import torch`` inside the function, say) before
+    the time limit starts: a first import of PyTorch can take longer than the limit itself, and an import stopped
+    half-way leaves the library unusable for the rest of the session."""
+    names, codes = set(), [getattr(getattr(fn, "__func__", fn), "__code__", None)]
+    if isinstance(fn, type):
+        codes = [getattr(getattr(m, "__func__", m), "__code__", None) for m in vars(fn).values()]
+    while codes:
+        code = codes.pop()
+        if code is not None:
+            names.update(code.co_names)
+            codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    for module in _SLOW_TO_IMPORT:
+        if module in names and module not in sys.modules:
+            with contextlib.suppress(Exception):
+                __import__(module)
+
+
 def _refusing_for_a_class(ex, fn):
     """Around the whole run of a class (a custom Function, called by the engine): what the exercise refuses."""
     if isinstance(fn, type):
@@ -362,47 +455,38 @@ def _refusing_for_a_class(ex, fn):
 
 
 def _battery(ex, fn, name, run, cases) -> Feedback:
+    """Every case in turn. The expected outputs of a case are computed only after the learner's function has
+    returned on it, in ``_one_case``, and are gone before the function runs again (on the next case, or to name a
+    mistake): no frame the learner's code can reach holds them while it runs."""
     own = _on_its_own(ex, fn)
     so_far = None  # in backward's order, a function not finished: what is right so far, on every case
     changed_dtype = ""  # what is said about the first case whose outputs did not keep the inputs' dtype
+    changed_input = ""  # what is said about the first case whose inputs the function changed in place
     for number, case in enumerate(cases, start=1):
-        right = ex.expected(case) if ex.expected else run(ex.reference, *case.args)
-        expected = _as_outputs(right, ex.outputs, len(ex.outputs))
         where = f"Case {number} of {len(cases)}, {_describe_case(case)}"
-        note = f"\n({case.note})" if case.note else ""
-        try:
-            with _refusing_for_a_class(ex, fn):
-                result = _call(lambda *a: run(own, *a), case.args, name)
-            if ex.in_order:
-                unfinished = _so_far(ex, result, expected, case, where, note)
-                if unfinished is not None and unfinished.status != NOT_ATTEMPTED:
-                    return unfinished  # a wrong one among those written so far
-                if unfinished is not None:
-                    so_far = unfinished  # right on this case: on to the next, to say so of every case
-                    continue
-            mine = _as_outputs(result, ex.outputs, len(ex.outputs))
-        except LearnerError as err:
-            if err.status == NOT_ATTEMPTED:
-                return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
-            line = _placeholder_line(fn) if ex.in_order else None
-            if ex.in_order and (line is not None or "'ellipsis'" in err.message):  # a `...` used in arithmetic
-                return Feedback(NOT_ATTEMPTED, f"Not finished: {f'line {line} of {name}' if line else name} still "
-                                               f"holds a `...` that a line after it uses. Write the gradients in "
-                                               f"order, and leave every line after the last one you wrote as "
-                                               f"`...`.\nThe task: {ex.question}")
-            return Feedback(WRONG, f"✗ Not yet. {where}: {err.message}{note}")
-        dtype = _dtype_changed(ex, result, case)
-        changed_dtype = changed_dtype or (f"✗ Not yet. {where}: {dtype}" if dtype else "")
-        tolerances = _tolerances(ex, case, expected)  # float32 in or out: float32's tolerance
-        bad = [i for i, (m, e, t) in enumerate(zip(mine, expected, tolerances)) if not _same(m, e, *t)]
-        if not bad:
+        out = _one_case(ex, fn, name, run, own, case, where)
+        changed_dtype = changed_dtype or (f"✗ Not yet. {where}: {out.dtype}" if out.dtype else "")
+        if out.verdict is None and out.dtype and out.values:  # off where the dtype changed: the dtype first,
+            return Feedback(WRONG, changed_dtype)  # where it first changed
+        if out.verdict is not None:
+            verdict = out.verdict
+            if out.candidates:  # the learner's function runs again here: no expected value is in any frame now
+                verdict = _named(ex, fn, run, out.candidates, cases, where, out.detail) or verdict
+            if verdict.status == NOT_ATTEMPTED:
+                return verdict
+            note = f"\n({case.note})" if case.note and _note_applies(ex, case, out) else ""
+            also = f"\n(It also changes {out.moved} in place: {ex.in_place or _IN_PLACE_ANY}.)" if out.moved else ""
+            return dataclasses.replace(verdict, message=verdict.message + note + also
+                                       + (_diagnosis(ex, fn, case) if out.values else ""))
+        if out.unfinished is not None:
+            so_far = out.unfinished  # right on this case: on to the next, to say so of every case
             continue
-        if dtype:  # the values are off where the dtype changed too: the dtype first, where it first changed
-            return Feedback(WRONG, changed_dtype)
-        verdict = _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases)
-        return dataclasses.replace(verdict, message=verdict.message + note + _diagnosis(ex, fn, case))
+        changed_input = changed_input or (f"✗ Not yet. {where}: {name} changes {out.moved} in place, and with it "
+                                          f"its caller's values: {ex.in_place or _IN_PLACE_ANY}." if out.moved else "")
     if so_far is not None:
         return so_far
+    if changed_input:  # every value is right, but the function changed what it was given
+        return Feedback(WRONG, changed_input)
     if changed_dtype:  # every value is right, but not every dtype
         return Feedback(WRONG, changed_dtype)
     labels = ", ".join(dict.fromkeys(c.kind for c in cases))
@@ -411,6 +495,86 @@ def _battery(ex, fn, name, run, cases) -> Feedback:
     low = any(a.dtype.itemsize < 8 and a.dtype.kind == "f" for c in cases for a in _arrays_in(c.args))
     within = f"each within a relative {ex.rtol:g}" + (" (1e-4 in float32)" if low else "")
     return Feedback(CORRECT, f"✓ Correct: {name} passed all {len(cases)} cases ({labels}), {within}.{plug}")
+
+
+_IN_PLACE_ANY = ("make new values from the inputs instead of changing them (a copy, x.copy() or list(v), if you "
+                 "need one to change)")
+
+
+@dataclass
+class _Outcome:
+    """What one case found: a failing verdict (None if it passed), the mistakes that match the learner's outputs on
+    it (named only if they match on every case), the wrong output's description, whether the verdict is about
+    values (a diagnosis may add to it), a so-far verdict of a function not finished, a changed dtype, a changed
+    input."""
+    verdict: Feedback | None = None
+    candidates: tuple = ()
+    detail: str = ""
+    values: bool = False
+    unfinished: Feedback | None = None
+    dtype: str = ""
+    moved: str = ""
+    wrong: str = ""  # the first wrong output, where values are compared
+
+
+def _note_applies(ex, case, out) -> bool:
+    """Is the case's note about this failure? A case can say which outputs its note is about (``note_on``): then it
+    is said only when the first wrong output is one of them."""
+    if not case.note_on:
+        return True
+    if out.wrong:
+        return out.wrong in case.note_on
+    head = out.verdict.message.split("\n", 1)[0]  # a function not finished (_so_far): the wrong one is named
+    return any(f"the first wrong one is {_said(ex, name)}" in head for name in case.note_on)
+
+
+def _expected(ex, run, case) -> tuple:
+    right = ex.expected(case) if ex.expected else run(ex.reference, *_fresh(case.args))
+    return _as_outputs(right, ex.outputs, len(ex.outputs))
+
+
+def _one_case(ex, fn, name, run, own, case, where) -> _Outcome:
+    """One case, on a fresh copy of its arguments: the learner's function first, and only once it has returned the
+    expected outputs, which live in this frame alone and are gone when it returns."""
+    args = _fresh(case.args)
+    try:
+        with _refusing_for_a_class(ex, fn):
+            result = _call(lambda *a: run(own, *a), args, name, ex.in_place)
+    except LearnerError as err:
+        return _Outcome(_error_verdict(ex, fn, name, where, err))
+    moved = _changed_input(case.args, args)
+    expected = _expected(ex, run, case)  # only now that the learner's function has returned
+    try:
+        if ex.in_order:
+            unfinished = _so_far(ex, result, expected, case, where)
+            if unfinished is not None and unfinished.status != NOT_ATTEMPTED:
+                return _Outcome(unfinished, moved=moved)  # a wrong one among those written so far
+            if unfinished is not None:
+                return _Outcome(unfinished=unfinished, moved=moved)
+        mine = _as_outputs(result, ex.outputs, len(ex.outputs))
+    except LearnerError as err:
+        return _Outcome(_error_verdict(ex, fn, name, where, err), moved=moved)
+    dtype = _dtype_changed(ex, result, case)
+    tolerances = _tolerances(ex, case, expected)  # float32 in or out: float32's tolerance
+    bad = [i for i, (m, e, t) in enumerate(zip(mine, expected, tolerances)) if not _same(m, e, *t)]
+    if not bad:
+        return _Outcome(dtype=dtype, moved=moved)
+    if dtype:  # the values are off where the dtype changed too: the dtype first (_battery)
+        return _Outcome(dtype=dtype, values=True, moved=moved)
+    verdict, detail, candidates = _explain(ex, run, case, where, mine, expected, bad, tolerances)
+    return _Outcome(verdict, tuple(candidates), detail, values=True, moved=moved, wrong=ex.outputs[bad[0]])
+
+
+def _error_verdict(ex, fn, name, where, err) -> Feedback:
+    if err.status == NOT_ATTEMPTED:
+        return Feedback(NOT_ATTEMPTED, f"Not attempted yet (or not finished): {err.message}.")
+    line = _placeholder_line(fn) if ex.in_order else None
+    if ex.in_order and (line is not None or "'ellipsis'" in err.message):  # a `...` used in arithmetic
+        return Feedback(NOT_ATTEMPTED, f"Not finished: {f'line {line} of {name}' if line else name} still "
+                                       f"holds a `...` that a line after it uses. Write the gradients in "
+                                       f"order, and leave every line after the last one you wrote as "
+                                       f"`...`.\nThe task: {ex.question}")
+    return Feedback(WRONG, f"✗ Not yet. {where}: {err.message}")
 
 
 def _said(ex, name: str) -> str:
@@ -422,7 +586,7 @@ def _listed(names) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _so_far(ex, result, expected, case, where, note):
+def _so_far(ex, result, expected, case, where):
     """For an exercise whose outputs come in backward's order: where the function returned `...` for some of them
     (the lines not written yet), the outputs before the first `...` compared one by one, or None when nothing is
     left as `...`. A wrong one among them is named as the first wrong tensor; if all are right, the feedback says
@@ -439,8 +603,7 @@ def _so_far(ex, result, expected, case, where, note):
     tolerances = _tolerances(ex, case, expected)
     bad = [i for i in range(first) if not _same(mine[i], expected[i], *tolerances[i])]
     if bad:
-        verdict = _explain(ex, None, None, case, where, mine, expected, bad, tolerances)
-        return dataclasses.replace(verdict, message=verdict.message + note)
+        return _explain(ex, None, case, where, mine, expected, bad, tolerances)[0]  # no mistake named on a part
     return Feedback(NOT_ATTEMPTED, f"So far so good: {_listed(names)} {'is' if first == 1 else 'are'} right on "
                                    f"every case. Next, {_said(ex, ex.outputs[first])}: it is still `...`.")
 
@@ -486,8 +649,10 @@ def _diagnosis(ex, fn, case) -> str:
     if ex.diagnose is None:
         return ""
     try:
-        said = ex.diagnose(fn, *case.args)
-    except Exception:
+        said = ex.diagnose(fn, *_fresh(case.args))
+    except _ESCAPES:
+        raise
+    except BaseException:
         return ""
     return "\n" + said if said else ""  # a diagnosis with nothing to add adds no empty line
 
@@ -505,16 +670,17 @@ def _arrays_in(args) -> list:
 
 
 def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
-    """Does ``fn`` compute what ``mistake`` computes on every case of the battery? Only then is it named."""
+    """Does ``fn`` compute what ``mistake`` computes on every case of the battery? Only then is it named. Each call
+    has its own fresh copy of the case's arguments."""
     for case in cases:
         try:
-            theirs = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
+            theirs = _as_outputs(run(mistake.code, *_fresh(case.args)), ex.outputs, len(ex.outputs))
         except Exception:
             theirs = None
         try:
             with _refusing_for_a_class(ex, fn):
-                mine = _as_outputs(_call(lambda *a: run(_on_its_own(ex, fn), *a), case.args, "yours"), ex.outputs,
-                                   len(ex.outputs))
+                mine = _as_outputs(_call(lambda *a: run(_on_its_own(ex, fn), *a), _fresh(case.args), "yours"),
+                                   ex.outputs, len(ex.outputs))
         except LearnerError:
             mine = None
         if (mine is None) != (theirs is None):
@@ -522,9 +688,11 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
         if mistake.premise is not None:
             try:
                 with _refusing_for_a_class(ex, fn):
-                    if not mistake.premise(_on_its_own(ex, fn), *case.args):
+                    if not mistake.premise(_on_its_own(ex, fn), *_fresh(case.args)):
                         return False
-            except Exception:
+            except _ESCAPES:
+                raise
+            except BaseException:
                 return False
         if mine is not None:
             if not all(_same(m, t, *tol) for m, t, tol in zip(mine, theirs, _tolerances(ex, case, theirs))):
@@ -532,7 +700,19 @@ def _is_that_mistake(ex, fn, run, mistake, cases) -> bool:
     return True
 
 
-def _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases=()) -> Feedback:
+def _named(ex, fn, run, candidates, cases, where, detail) -> Feedback | None:
+    """The first of ``candidates`` (mistakes that give the learner's outputs on the failing case) that ``fn``
+    matches on every case, named; None if none does. Called with no expected value in any frame."""
+    for mistake in candidates:
+        if _is_that_mistake(ex, fn, run, mistake, cases):
+            return Feedback(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
+                                   f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")
+    return None
+
+
+def _explain(ex, run, case, where, mine, expected, bad, tolerances) -> tuple:
+    """(the verdict on a wrong case, what is wrong with its first wrong output, the mistakes whose outputs on this
+    case are the learner's: ``_named`` runs the learner's function on every case to see if one of them is it)."""
     i = bad[0]
     out, yours, right = _said(ex, ex.outputs[i]), mine[i], expected[i]
     rtol, atol = tolerances[i]
@@ -562,23 +742,19 @@ def _explain(ex, fn, run, case, where, mine, expected, bad, tolerances, cases=()
                    "the first gradient backward computes is wrong: ") + detail
                   + (f" ({_listed(after)} {'is' if len(after) == 1 else 'are'} wrong as well: fix {ex.outputs[i]} "
                      "first, as what backward computes after it may be computed from it)" if after else ""))
-    outputs = {}
-    if fn is None:  # a function still being written (_so_far): no mistake is named on part of its outputs
-        return _grid_feedback(ex, where, detail, yours, right, rtol, atol)
-    for mistake in ex.mistakes:  # what each known mistake computes on this case
+    verdict = _grid_feedback(ex, where, detail, yours, right, rtol, atol)
+    if run is None:  # a function still being written (_so_far): no mistake is named on part of its outputs
+        return verdict, detail, []
+    candidates = []  # a mistake is named only when it gives exactly the learner's outputs here and on every case
+    for mistake in ex.mistakes:
         try:
-            outputs[mistake.name] = _as_outputs(run(mistake.code, *case.args), ex.outputs, len(ex.outputs))
+            theirs = _as_outputs(run(mistake.code, *_fresh(case.args)), ex.outputs, len(ex.outputs))
         except Exception:
             continue
-    # a mistake is named only when it gives exactly the learner's outputs here and on every other case
-    for mistake in ex.mistakes:
-        theirs = outputs.get(mistake.name)
-        if theirs is not None and all(_same(theirs[j], mine[j], *tolerances[j]) for j in range(len(mine))) and any(
-                not _same(theirs[j], expected[j], *tolerances[j]) for j in bad) and _is_that_mistake(
-                ex, fn, run, mistake, cases or [case]):
-            return Feedback(WRONG, f"✗ Not yet. {where}: {detail}.\nThis looks like {mistake.name}: "
-                                   f"{mistake.why}\n(hint({ex.key!r}) for a nudge)")
-    return _grid_feedback(ex, where, detail, yours, right, rtol, atol)
+        if all(_same(theirs[j], mine[j], *tolerances[j]) for j in range(len(mine))) and any(
+                not _same(theirs[j], expected[j], *tolerances[j]) for j in bad):
+            candidates.append(mistake)
+    return verdict, detail, candidates
 
 
 def _grid_feedback(ex, where, detail, yours, right, rtol, atol) -> Feedback:

@@ -418,7 +418,8 @@ def grad_check(f, x, grad, coords, h, *, sided="central", error="relative", rest
         f_plus = f(plus)
         minus[i] -= h if restore else 2 * h  # without restoring: from x + h down to x − h, and left there
         f_minus = f(minus)
-        numeric = (f_plus - f(x)) / h if sided == "forward" else (f_plus - f_minus) / (step * h)
+        numeric = ((f_plus - f(x)) / h if sided == "forward" else (f(x) - f_minus) / h if sided == "backward"
+                   else (f_plus - f_minus) / (step * h))
         a = grad[i]
         if error == "absolute":
             errors.append(abs(a - numeric))
@@ -523,6 +524,8 @@ register(CodeExercise(
     domain=Domain(_draw_grad_check, ranks=(1, 2, 3), values=("mixed", "negative", "zero"), counts=(1, 3, 6),
                   thresholds=(1e-4, 1e-5, 1e-6), size=6),
     outputs=("the relative errors",),
+    in_place=("x is the caller's array, and f may still be reading it: nudge a copy (plus = x.copy(); plus[i] += h), "
+              "never x itself, even if you put it back afterwards"),
     rtol=1e-6,
     atol=1e-8,  # a right entry's error is rounding, about 1e-10 here, and differs with the order of operations
     mistakes=[
@@ -530,6 +533,10 @@ register(CodeExercise(
                 "(f(x + h·eᵢ) − f(x)) / h is off by about h times the curvature; the central difference "
                 "(f(x + h·eᵢ) − f(x − h·eᵢ)) / 2h by about h², far less for the same h.",
                 lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, sided="forward")),
+        Mistake("a one-sided difference, from below",
+                "(f(x) − f(x − h·eᵢ)) / h is one-sided too, from the other side: off by about h times the curvature. "
+                "The central difference (f(x + h·eᵢ) − f(x − h·eᵢ)) / 2h is off by about h², far less for the same h.",
+                lambda f, x, grad, coords, h: grad_check(f, x, grad, coords, h, sided="backward")),
         Mistake("h in place of 2h",
                 "the two points x + h·eᵢ and x − h·eᵢ are 2h apart: divide their difference by 2h, or every "
                 "difference comes out twice its size and every right gradient looks wrong by a half.",

@@ -3,7 +3,9 @@ import tracemalloc
 
 import numpy as np
 
+from ...engine import guard
 from ...engine.plugins import read_only
+from ..nb05 import network_forward
 from .code import Case, CodeExercise, LearnerError, Mistake
 from .core import ArrayExercise, NumberExercise, register
 from .domain import DRAWN, VALUES, Domain, leading, sample
@@ -555,6 +557,30 @@ def _run_network(fn, *args):
     return fn(_saved(*args))
 
 
+def _network_term_sizes(case):
+    """For each of the 12 gradients, entry by entry, the sum of the absolute values of the terms that add up to it
+    (every product of the backward's sums taken in absolute value, in float64). Where the terms nearly cancel (two
+    examples of one token: BatchNorm's gradients sum to 0 over the batch, so dW1 is about 1e-14 from terms of 100),
+    float32's rounding of those terms is all an answer can show: the check allows a few float32 epsilons of them."""
+    s = network_forward(*(a.astype(np.float64) if a.dtype.kind == "f" else a for a in case.args))
+    B = s.idx.shape[0]
+    onehot = np.zeros_like(s.probs)
+    onehot[np.arange(B), s.y] = 1
+    dlogits = (s.probs + onehot) / B
+    h, W2, hhat, flat, W1, emb_hat = (np.abs(t) for t in (s.h, s.W2, s.hhat, s.flat, s.W1, s.emb_hat))
+    dW2, db2, dh = h.T @ dlogits, dlogits.sum(axis=0), dlogits @ W2.T
+    dhbn = dh * (1 + s.h ** 2)
+    dgamma, dbeta = (dhbn * hhat).sum(axis=0), dhbn.sum(axis=0)
+    g = dhbn * np.abs(s.gamma)
+    dhpre = (g + g.mean(axis=0) + hhat * (g * hhat).mean(axis=0)) / s.bn_sigma
+    dW1, demb_hat = flat.T @ dhpre, (dhpre @ W1.T).reshape(s.emb_hat.shape)
+    demb = (demb_hat + demb_hat.mean(axis=-1, keepdims=True)
+            + emb_hat * (demb_hat * emb_hat).mean(axis=-1, keepdims=True)) / s.emb_sigma
+    dC = np.zeros_like(s.C)
+    np.add.at(dC, s.idx, demb)
+    return dlogits, dW2, db2, dh, dhbn, dgamma, dbeta, dhpre, dW1, demb_hat, demb, dC
+
+
 def _network_expected(case):
     """The engine's gradients: the same network on haaw Tensors, one backward."""
     from ..nb05 import ORDER, engine_gradients
@@ -581,12 +607,13 @@ def _network_cases():
     rng = np.random.default_rng(12)
     tiny = (np.array([[0, 1], [1, 0], [0, 2]]), np.array([1, 0, 2]), *_network_case(rng, 3, 2, 3, 3, 3)[2:])
     return [Case("small", tiny, detail="B = 3 examples of k = 2 tokens, vocabulary 3, E = 3, H = 3",
-                 note="token 0 is used three times: dC's row 0 adds all three of its gradients"),
+                 note="token 0 is used three times: dC's row 0 adds all three of its gradients", note_on=("dC",)),
             Case("the notebook's shapes", _network_case(rng, 8, 3, 10, 4, 16), detail="B = 8, k = 3, V = 10, E = 4, H = 16"),
             Case("one token everywhere", (np.zeros((4, 2), dtype=int), rng.integers(0, 5, 4),
                                           *_network_case(rng, 4, 2, 5, 3, 6)[2:]),
                  detail="every position holds token 0",
-                 note="all 8 positions look up row 0 of C: dC's row 0 is the sum of all 8 gradients, the rest 0"),
+                 note="all 8 positions look up row 0 of C: dC's row 0 is the sum of all 8 gradients, the rest 0",
+                 note_on=("dC",)),
             Case("float32", _network_case(rng, 6, 2, 7, 3, 5, np.float32)),
             Case("a saturated tanh", _network_case(rng, 5, 2, 6, 3, 4, scale={"gamma": 6.0}), detail="gamma × 6",
                  note="tanh's slope is 1 − h², from its output h; where |h| is near 1 the slope is near 0"),
@@ -616,6 +643,10 @@ register(CodeExercise(
              "dgamma, dbeta, dhpre, dW1, demb_hat, demb, dC), in the order backward computes them.",
     signature="network_backward(s) -> (dlogits, dW2, db2, dh, dhbn, dgamma, dbeta, dhpre, dW1, demb_hat, demb, dC)",
     reference=network_backward,
+    # the other exercises' answers it could be put together from, as well as the engine's backward
+    refuses=(*guard.BACKWARD, "nn.cross_entropy", "ops.unbroadcast",
+             *(f"reference {key}" for key in ("03-cross-entropy", "03-linear-backward", "03-unbroadcast",
+                                               "04-tanh-backward", "05-softmax-backward", "05-layer-norm-backward"))),
     solution_code=NETWORK_SOLUTION,
     cases=_network_cases,
     outputs=("dlogits", "dW2", "db2", "dh", "dhbn", "dgamma", "dbeta", "dhpre", "dW1", "demb_hat", "demb", "dC"),
@@ -623,6 +654,7 @@ register(CodeExercise(
     said=NETWORK_SAID,
     run=_run_network,
     expected=_network_expected,
+    term_sizes=_network_term_sizes,
     domain=Domain(_draw_network, dtypes=(np.float64, np.float32), values=VALUES,
                   keeps_dtype=("dlogits", "dW2", "db2", "dh", "dhbn", "dgamma", "dbeta", "dhpre", "dW1", "demb_hat",
                                "demb", "dC"), size=10),

@@ -1,13 +1,12 @@
 """Exercises of notebook 06: memory, and saving activations or recomputing them."""
 import contextlib
 import gc
-import inspect
 import tracemalloc
 import types
 
 import numpy as np
 
-from ...engine import Function, no_grad, Tensor
+from ...engine import Function, guard, no_grad, Tensor
 from ...engine.graph import context
 from ...nn import Linear
 from .code import Case, CodeExercise, LearnerError, Mistake
@@ -175,7 +174,7 @@ def _places(cls, ctx, fn):
             if not name.startswith("__") and not isinstance(value, (staticmethod, classmethod, property)) \
                     and not callable(value):
                 yield f"{klass.__name__}.{name}", value
-    for method in {id(m): m for m in (inspect.unwrap(getattr(cls, n)) for n in ("forward", "backward"))}.values():
+    for method in {id(m): m for m in (guard.unguarded(getattr(cls, n)) for n in ("forward", "backward"))}.values():
         code = getattr(method, "__code__", None)
         if code is None:
             continue

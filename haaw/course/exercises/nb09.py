@@ -1,4 +1,7 @@
 """Exercises of notebook 09: accumulation and many workers."""
+import decimal
+import numbers
+
 import numpy as np
 
 from .. import nb08
@@ -406,11 +409,28 @@ def bubble_fraction(stages, micro):
     return (stages - 1) / (micro + stages - 1)
 
 
+def _one_number(result):
+    """``result`` as a float if it is one real number of any kind (an int, a float, a Fraction or a Decimal, a NumPy
+    number, an array or a torch tensor of no dimensions), else None. True and False are no share."""
+    if isinstance(result, (bool, np.bool_)):
+        return None
+    if isinstance(result, (numbers.Real, decimal.Decimal)):
+        return float(result)
+    if getattr(result, "ndim", None) == 0 and getattr(getattr(result, "dtype", None), "is_complex", False) is False:
+        try:
+            value = result.item()
+        except Exception:  # noqa: BLE001  (whatever the object: it is not one number)
+            return None
+        return None if isinstance(value, bool) else float(value) if isinstance(value, (int, float)) else None
+    return None
+
+
 def _run_bubble(fn, stages, micro):
     result = fn(stages, micro)
-    if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, float, np.integer, np.floating)):
+    value = _one_number(result)
+    if value is None:
         raise LearnerError(f"return the bubble as one number, a share between 0 and 1; got {result!r:.50}")
-    return np.array(float(result))
+    return np.array(value)
 
 
 def _draw_bubble(rng, pick):
@@ -446,6 +466,9 @@ register(CodeExercise(
         Mistake("the busy share",
                 "m/(m + p − 1) is the share of the step the stages spend working; the bubble is what is left.",
                 lambda stages, micro: micro / (micro + stages - 1)),
+        Mistake("a percentage",
+                "the bubble is a share between 0 and 1 (0.27 for 27 %), not a percentage: leave out the × 100.",
+                lambda stages, micro: 100 * (stages - 1) / (micro + stages - 1)),
         Mistake("one slot too many",
                 "a step lasts m + p − 1 slots: the first micro-batch takes p slots to pass every stage, and each "
                 "of the other m − 1 one more; m + p counts one slot that is not there.",

@@ -1,5 +1,4 @@
 """Exercises of notebook 10: one complete learning step."""
-import inspect
 import math
 
 import numpy as np
@@ -154,7 +153,7 @@ def _draw_adam(rng, pick):
                      f"eps {eps:g}", lr=lr, beta1=beta1, beta2=beta2, eps=eps,
                p0=sample(rng, shape, "tiny" if pick.values == "tiny" else "mixed", pick.dtype),
                grads=[sample(rng, shape, pick.values, pick.dtype) for _ in range(pick.count)])
-    run["params"] = _run_adam(inspect.unwrap(adam_step), run)
+    run["params"] = _run_adam(guard.unguarded(adam_step), run)
     return Case(DRAWN, (run,), detail=run["label"])
 
 
