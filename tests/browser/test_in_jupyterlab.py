@@ -456,7 +456,9 @@ def unnamed_controls(cell, where: str) -> list[str]:
     ARIA snapshot): every slider, box, switch and button has a name. ipywidgets leaves a slider's handle
     nameless; the explorer's script names it after the number box or drop-down beside it, which holds the same
     value (``haaw.course.explorers.NAME_HANDLES_JS``)."""
-    for _ in range(20):  # the script names the handles once the widgets are drawn: give it up to two seconds
+    # the script names the handles once the widgets are drawn: up to ten seconds (two were too few on a loaded
+    # 2-core machine, where 09's slider was once read before its script had run)
+    for _ in range(100):
         found = [CONTROL.match(line) for line in cell.locator(".jp-OutputArea").first.aria_snapshot().splitlines()]
         found = [(m.group(1), m.group(2)) for m in found if m]
         if all(name for _, name in found):
