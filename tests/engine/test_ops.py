@@ -308,6 +308,19 @@ def test_cross_entropy_rows_shift_each_row_by_its_own_largest_logit():
     np.testing.assert_allclose(logits.grad, [SOFT - [1, 0, 0], SOFT - [0, 0, 1]], rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("shape, dim", [((2, 0), -1), ((0, 3), -1), ((0, 3), 0)])
+def test_softmax_and_log_softmax_of_no_entries_keep_the_format(shape, dim):
+    """torch.softmax and torch.log_softmax of an empty float32 tensor are empty float32 tensors, and they warn of
+    nothing (an empty axis has a sum of 0, whose log no entry is left to hold)."""
+    import warnings
+
+    x = Tensor(np.zeros(shape, dtype=np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for y in (x.softmax(dim=dim), x.log_softmax(dim=dim)):
+            assert y.shape == shape and y.dtype == np.float32
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.bool_])
 def test_integer_and_boolean_sums_along_an_axis_count_in_int64_as_pytorch_s(dtype):
     """PyTorch sums every integer format and bool into int64 (a uint8 or int8 total would overflow); along one
