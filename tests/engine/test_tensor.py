@@ -507,3 +507,56 @@ def test_a_hook_may_return_a_tensor_and_is_cast_to_the_tensor_s_format():
     x.register_hook(lambda g: Tensor(np.asarray(g, dtype=np.float64) * 2))
     (x * 1.0).sum().backward()
     assert x.grad.dtype == np.float32 and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_a_step_watcher_is_shown_the_gradient_that_reached_each_node():
+    """autograd.backward's on_step (the step-through explorer's view): z = y², y = 3x at x = 2, so z sends
+    dz/dz = 1 and y passes on dz/dy = 2y = 12; by hand."""
+    from haaw.engine import autograd
+
+    x = Tensor(2.0, requires_grad=True)
+    y = x * 3
+    z = y * y
+    steps = []
+    autograd.backward(z, np.array(1.0), on_step=lambda node, up, sent: steps.append((node, float(up))))
+    assert [(node is z, node is y, up) for node, up in steps] == [(True, False, 1.0), (False, True, 12.0)]
+    assert x.grad.item() == 36.0
+
+
+def _drop_function():
+    from haaw.engine.function import Function
+
+    class Drop(Function):  # gives its input no gradient at all
+        @staticmethod
+        def forward(ctx, a):
+            return a * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return (None,)
+
+    return Drop
+
+
+def test_a_hooked_leaf_that_this_pass_sends_nothing_keeps_what_it_held_as_in_pytorch():
+    """x.grad held [5, 5] from before; this pass gives x nothing (a Function returns None for it): PyTorch leaves
+    x.grad as it was, and w gets its gradient."""
+    x, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0, 1.0], requires_grad=True)
+    x.grad = np.array([5.0, 5.0])
+    x.register_hook(lambda g: g * 10)
+    (_drop_function().apply(x) * w).sum().backward()
+    np.testing.assert_array_equal(x.grad, [5.0, 5.0])
+    np.testing.assert_array_equal(w.grad, [1.0, 2.0])
+
+
+def test_a_hook_that_fails_leaves_its_leaf_s_earlier_gradient_as_it_was_as_in_pytorch():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (x * 2).sum().backward()
+
+    def fails(g):
+        raise ValueError("no")
+
+    x.register_hook(fails)
+    with pytest.raises(ValueError, match="no"):
+        (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0])  # PyTorch's x.grad after the same: tensor([2., 2.])
