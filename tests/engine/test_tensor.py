@@ -560,3 +560,115 @@ def test_a_hook_that_fails_leaves_its_leaf_s_earlier_gradient_as_it_was_as_in_py
     with pytest.raises(ValueError, match="no"):
         (x * 3).sum().backward()
     np.testing.assert_array_equal(x.grad, [2.0, 2.0])  # PyTorch's x.grad after the same: tensor([2., 2.])
+
+
+# --- var, std, where and stack against NumPy's own (ddof) and PyTorch's --------------------------------------
+X24 = np.array([[1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 7.0, 11.0]])
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, -1, (0, 1)])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_var_and_std_divide_by_n_minus_the_correction_as_numpy_s_ddof(dim, keepdim, correction):
+    if dim == 0 and correction == 2:
+        pytest.skip("2 rows, correction 2: N − correction = 0, below")
+    x = Tensor(X24)
+    expected = np.var(X24, axis=dim, ddof=correction, keepdims=keepdim)
+    v, s = x.var(dim, keepdim, correction=correction), x.std(dim, keepdim, correction=correction)
+    assert v.shape == expected.shape == s.shape
+    np.testing.assert_allclose(v.data, expected, rtol=1e-13)
+    np.testing.assert_allclose(s.data, np.sqrt(expected), rtol=1e-13)
+
+
+def test_var_s_default_is_pytorch_s_unbiased_estimate_and_its_gradient_is_pytorch_s():
+    """By hand: [1, 2, 3, 4] has mean 2.5 and squared distances 2.25 + 0.25 + 0.25 + 2.25 = 5: var 5/3, and
+    d var/dx = 2(x − mean)/(N − 1)."""
+    x = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    v = x.var()
+    assert v.item() == pytest.approx(5 / 3, rel=1e-15)
+    v.backward()
+    np.testing.assert_allclose(x.grad, [-1.0, -1 / 3, 1 / 3, 1.0], rtol=1e-14)
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(X24, requires_grad=True)
+    ours = Tensor(X24, requires_grad=True)
+    (t.std(dim=1, keepdim=True, correction=0) * torch.tensor([[1.0], [3.0]], dtype=torch.float64)).sum().backward()
+    (ours.std(1, True, correction=0) * Tensor([[1.0], [3.0]])).sum().backward()
+    np.testing.assert_allclose(ours.grad, t.grad.numpy(), rtol=1e-12)
+
+
+def test_var_of_fewer_entries_than_the_correction_is_nan_or_inf_as_pytorch_s():
+    """N − correction ≤ 0: PyTorch divides by max(0, N − correction), so one entry gives 0/0 = nan and two
+    entries with correction 3 give (a positive sum)/0 = inf. Both warn, as PyTorch's ("degrees of freedom is <= 0")."""
+    with pytest.warns(RuntimeWarning):
+        assert np.isnan(Tensor([5.0]).var().item())
+    with pytest.warns(RuntimeWarning):
+        assert Tensor([1.0, 2.0]).var(correction=3).item() == np.inf
+    with pytest.warns(RuntimeWarning):
+        assert Tensor(X24).var(0, correction=2).data.tolist() == [np.inf] * 4
+
+
+@pytest.mark.parametrize("pick", ["tensors", "number_first", "number_second", "mask_tensor"])
+def test_where_picks_entries_and_sends_each_side_the_gradient_of_its_own_entries(pick):
+    """torch.where's values and gradients, by hand: the condition [True, False, True] over a = [1, 2, 3] and
+    b = [10, 20, 30] (or a number in place of one)."""
+    from haaw.engine import where
+
+    mask = np.array([True, False, True])
+    a, b = Tensor([1.0, 2.0, 3.0], requires_grad=True), Tensor([10.0, 20.0, 30.0], requires_grad=True)
+    if pick == "tensors":
+        out, want = where(mask, a, b), [1.0, 20.0, 3.0]
+    elif pick == "number_first":
+        out, want = where(mask, 7.0, b), [7.0, 20.0, 7.0]
+    elif pick == "number_second":
+        out, want = where(mask, a, 7.0), [1.0, 7.0, 3.0]
+    else:
+        out, want = where(Tensor(mask), a, b), [1.0, 20.0, 3.0]
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out.data, want)
+    (out * Tensor([1.0, 2.0, 4.0])).sum().backward()
+    if pick != "number_first":
+        np.testing.assert_array_equal(a.grad, [1.0, 0.0, 4.0])
+    if pick != "number_second":
+        np.testing.assert_array_equal(b.grad, [0.0, 2.0, 0.0])
+
+
+def test_where_of_two_numbers_and_of_a_float32_tensor_keeps_pytorch_s_formats():
+    from haaw.engine import where
+
+    mask = np.array([True, False])
+    both = where(mask, 1.0, 2.0)
+    assert both.dtype == np.float64 and both.data.tolist() == [1.0, 2.0]
+    narrow = where(mask, Tensor(np.array([1.0, 2.0], dtype=np.float32)), 0.5)
+    assert narrow.dtype == np.float32 and narrow.data.tolist() == [1.0, 0.5]  # torch.where: float32 too
+
+
+@pytest.mark.parametrize("dim, shape", [(0, (2, 2, 3)), (1, (2, 2, 3)), (2, (2, 3, 2)), (-1, (2, 3, 2)),
+                                        (-3, (2, 2, 3))])
+def test_stack_puts_each_tensor_at_its_index_on_the_new_axis_and_hands_back_its_gradient(dim, shape):
+    a = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    b = Tensor(np.arange(6.0).reshape(2, 3) + 100, requires_grad=True)
+    out = stack([a, b], dim=dim)
+    assert out.shape == shape
+    np.testing.assert_array_equal(np.take(out.data, 0, axis=dim), a.data)
+    np.testing.assert_array_equal(np.take(out.data, 1, axis=dim), b.data)
+    weights = np.arange(12.0).reshape(shape)
+    (out * Tensor(weights)).sum().backward()
+    np.testing.assert_array_equal(a.grad, np.take(weights, 0, axis=dim))
+    np.testing.assert_array_equal(b.grad, np.take(weights, 1, axis=dim))
+
+
+def test_stack_takes_arrays_and_lists_and_refuses_what_torch_refuses_with_the_whole_message():
+    assert stack([np.ones(2), [2.0, 3.0]]).data.tolist() == [[1.0, 1.0], [2.0, 3.0]]
+    with pytest.raises(TypeError) as err:
+        stack(np.ones((2, 2)))
+    assert str(err.value) == "stack: takes a list or tuple of tensors, as in PyTorch; got one tensor (write stack([a, b]))"
+    with pytest.raises(ValueError) as err:
+        stack([])
+    assert str(err.value) == "stack: needs at least one tensor"
+    with pytest.raises(ValueError) as err:
+        stack([Tensor([1.0]), Tensor([1.0, 2.0])])
+    assert str(err.value) == "stack: every tensor must have the same shape; got [(1,), (2,)]"
+    for dim in (3, -4):
+        with pytest.raises(IndexError) as err:
+            stack([Tensor(np.ones((2, 3)))] * 2, dim=dim)
+        assert str(err.value) == f"stack: dim {dim} is out of range for tensors of 2 dimensions (from -3 to 2)"
