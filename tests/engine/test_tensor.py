@@ -672,3 +672,149 @@ def test_stack_takes_arrays_and_lists_and_refuses_what_torch_refuses_with_the_wh
         with pytest.raises(IndexError) as err:
             stack([Tensor(np.ones((2, 3)))] * 2, dim=dim)
         assert str(err.value) == f"stack: dim {dim} is out of range for tensors of 2 dimensions (from -3 to 2)"
+
+
+# --- every refusal of engine/tensor.py by its whole message, and the small paths mutmut found untested ---------
+def _message_of(error, call):
+    with pytest.raises(error) as err:
+        call()
+    return str(err.value)
+
+
+def test_the_refusals_of_tensor_s_methods_say_their_whole_message():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    assert _message_of(RuntimeError, lambda: y.requires_grad_(False)) == (
+        "requires_grad_(False) on a tensor computed from others: its gradient flows back whatever its flag says. "
+        "Use x.detach() for the same numbers without the graph (PyTorch refuses this too)")
+    assert _message_of(RuntimeError, lambda: Tensor([1.0]).register_hook(lambda g: g)) == (
+        "cannot register a hook on a tensor that doesn't require gradient (as PyTorch says): no gradient will ever "
+        "reach it. Make the leaf with requires_grad=True, or register the hook on a tensor computed from one")
+    assert _message_of(ValueError, lambda: x.clamp()) == "clamp: give min, max or both (as PyTorch asks)"
+    assert _message_of(TypeError, lambda: len(Tensor(1.0))) == "len() of a 0-d tensor: it holds one number, x.item()"
+    assert _message_of(TypeError, lambda: iter(Tensor(1.0))) == (
+        "iteration over a 0-d tensor: it holds one number, x.item()")
+    assert _message_of(RuntimeError, lambda: bool(Tensor([1.0, 2.0]))) == (
+        "the truth value of a tensor of shape (2,) is ambiguous: use (x > 0).any() or .all(), or compare one entry")
+    assert _message_of(TypeError, lambda: np.asarray(x)) == (
+        "NumPy was given a Tensor that requires a gradient: NumPy cannot record it in the graph. Use the Tensor's "
+        "own operations, or pass t.detach().numpy() for a plain array.")
+
+
+def test_in_place_refusals_name_the_operator_and_what_to_write_instead():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+
+    def sub():
+        x.__isub__(1.0)
+
+    def put():
+        x[0] = 5.0
+
+    assert _message_of(RuntimeError, sub) == (
+        "x -= ...: in-place change of a tensor that requires a gradient; backward may need its old value. Write "
+        "y = x - ... instead (or use no_grad() for an update).")
+    assert _message_of(RuntimeError, put) == (
+        "x[...] = ...: in-place change of a tensor that requires a gradient; backward may need its old value. Write "
+        "a new tensor (e.g. cat the pieces) instead (or use no_grad() for an update).")
+
+
+def test_max_refuses_numpy_s_extras_both_spellings_of_dim_and_an_empty_tensor_by_name():
+    x = Tensor([1.0, 2.0])
+    assert _message_of(TypeError, lambda: x.max(dtype=np.float32)) == (
+        "max: haaw takes no dtype= or out= (convert with .to(dtype) first)")
+    assert _message_of(TypeError, lambda: x.max(out=np.zeros(()))) == (
+        "max: haaw takes no dtype= or out= (convert with .to(dtype) first)")
+    assert _message_of(TypeError, lambda: x.max(dim=0, axis=0)) == (
+        "max: pass dim= or axis=, not both (they are the same thing)")
+    assert _message_of(RuntimeError, lambda: Tensor(np.zeros(0)).max()) == (
+        "max() of an empty tensor (shape (0,)): the largest of no numbers has no value. PyTorch refuses it too; "
+        "give dim= to reduce over an axis that is not empty")
+    assert _message_of(IndexError, lambda: Tensor(np.zeros((2, 0))).max(dim=1)) == (
+        "max(dim=1) over an axis of length 0 (shape (2, 0)): the largest of no numbers has no value. PyTorch "
+        "refuses it too; check the shape, or reduce over another axis")
+
+
+def test_making_a_tensor_refuses_what_torch_tensor_and_torch_from_numpy_refuse_with_the_whole_message():
+    assert _message_of(TypeError, lambda: tensor([Tensor([1.0, 2.0]), Tensor([3.0, 4.0])])) == (
+        "tensor(): a list holding a tensor of shape (2,): each tensor in the list stands for one number, as in "
+        "PyTorch. To join tensors into one, write haaw.stack([a, b]) (a new axis) or haaw.cat([a, b])")
+    assert _message_of(TypeError, lambda: from_numpy([1.0, 2.0])) == (
+        "from_numpy: expected a NumPy array, got list")
+    assert _message_of(TypeError, lambda: from_numpy(np.array(["a"]))) == (
+        "Tensor holds numbers; got an array of dtype <U1")
+    # ragged lists with no tensor in them: the engine's own words, not NumPy's ValueError
+    assert _message_of(TypeError, lambda: Tensor([[1.0, 2.0], [3.0]])).startswith(
+        "Tensor needs numbers in a regular shape; got list: ")
+
+
+def test_tensor_takes_its_dtype_and_conversions_give_their_format():
+    assert tensor([1, 2], dtype=np.float32).dtype == np.float32
+    assert tensor([1, 2], dtype=np.float32, requires_grad=True).requires_grad
+    assert Tensor([1, 2]).double().dtype == np.float64 and Tensor([1.0], dtype=np.float16).double().dtype == np.float64
+    assert Tensor([1.5]).bfloat16().dtype.name == "bfloat16" and Tensor([1.5]).bfloat16().item() == 1.5
+
+
+def test_numpy_reads_a_tensor_in_its_own_format_or_in_the_one_asked_for():
+    x = Tensor(np.array([1.5, 2.5], dtype=np.float32))
+    assert np.asarray(x).dtype == np.float32
+    as64 = np.asarray(x, dtype=np.float64)
+    assert as64.dtype == np.float64 and as64.tolist() == [1.5, 2.5]
+
+
+def test_log_softmax_takes_numpy_s_axis_for_dim():
+    x = Tensor([[0.0, 1.0], [2.0, 4.0]])
+    np.testing.assert_array_equal(x.log_softmax(axis=0).data, x.log_softmax(dim=0).data)
+    assert not np.allclose(x.log_softmax(axis=0).data, x.log_softmax(dim=1).data)
+
+
+def test_a_number_matrix_multiplied_by_a_tensor_is_refused_as_a_shape_error():
+    with pytest.raises(ValueError, match="matmul"):
+        2.0 @ Tensor(np.ones((2, 2)))
+
+
+def test_writing_one_entry_changes_that_entry_alone():
+    x = Tensor([1.0, 2.0, 3.0])
+    x[1] = 5.0
+    assert x.data.tolist() == [1.0, 5.0, 3.0]
+
+
+def test_a_second_hook_runs_after_one_that_returns_none_and_a_hook_may_return_a_tensor_that_requires_grad():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda g: None)  # leaves the gradient as it is: the next hook still runs (PyTorch's order)
+    x.register_hook(lambda g: Tensor(np.asarray(g) * 3, requires_grad=True))
+    (x * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad, [6.0, 6.0])
+
+
+def test_a_hook_of_the_wrong_shape_is_named_in_the_refusal_by_its_name_or_what_it_prints_as():
+    class Summing:
+        def __call__(self, g):
+            return g.sum()
+
+        def __str__(self):
+            return "the summing hook"
+
+    def summing(g):
+        return g.sum()
+
+    for hook, name in ((summing, "summing"), (Summing(), "the summing hook")):
+        x = Tensor([1.0, 2.0], requires_grad=True)
+        x.register_hook(hook)
+        assert _message_of(RuntimeError, lambda: (x * 2).sum().backward()) == (
+            f"the hook {name} returned a gradient of shape () for a tensor of shape (2,): return one of the same "
+            "shape, or None to leave the gradient as it is (PyTorch refuses this too)")
+
+
+def test_a_removed_hook_leaves_room_for_new_ones_and_its_with_block_lets_errors_through():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda g: g * 10).remove()
+    x.register_hook(lambda g: g * 3)
+    (x * 1).sum().backward()
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+    with pytest.raises(KeyError):
+        with x.register_hook(lambda g: g):
+            raise KeyError("through")
+
+
+def test_a_multi_row_tensor_prints_its_rows_aligned_under_the_first():
+    assert repr(Tensor([[1.0, 2.0], [3.0, 4.0]])) == "Tensor([[1., 2.],\n        [3., 4.]])"
