@@ -818,3 +818,78 @@ def test_a_removed_hook_leaves_room_for_new_ones_and_its_with_block_lets_errors_
 
 def test_a_multi_row_tensor_prints_its_rows_aligned_under_the_first():
     assert repr(Tensor([[1.0, 2.0], [3.0, 4.0]])) == "Tensor([[1., 2.],\n        [3., 4.]])"
+
+
+@pytest.mark.parametrize("dtype, write, value, wanted", [
+    (np.int64, "__iadd__", 0.5, "floats"), (np.int64, "__itruediv__", 2, "floats"),
+    (np.bool_, "__iadd__", 1, "integers"), (np.float64, "__iadd__", 1j, "complex numbers"),
+    (np.int32, "__imul__", 1.5, "floats"), (np.int32, "__isub__", np.array([0.5]), "floats"),
+])
+def test_an_in_place_write_of_a_wider_kind_is_refused_naming_the_kind(dtype, write, value, wanted):
+    """PyTorch refuses int_t += 0.5, int_t /= 2, bool_t += 1 and float_t += 1j: the result cannot be written back
+    without cutting it. The message names the operator, the result's kind and what to write instead."""
+    op, plain = {"__iadd__": ("+=", "+"), "__isub__": ("-=", "-"), "__imul__": ("*=", "*"),
+                 "__itruediv__": ("/=", "/")}[write]
+    x = Tensor(np.zeros(1, dtype=dtype))
+    assert _message_of(RuntimeError, lambda: getattr(x, write)(value)) == (
+        f"x {op} ...: the result is {wanted}, which cannot be written back into this {np.dtype(dtype)} tensor "
+        f"without cutting it (PyTorch refuses it too). Write y = x {plain} ... instead: a new tensor, of the "
+        "result's type.")
+
+
+@pytest.mark.parametrize("write, op, plain", [("__iadd__", "+=", "+"), ("__imul__", "*=", "*"),
+                                              ("__itruediv__", "/=", "/")])
+def test_every_in_place_operator_names_itself_when_refused(write, op, plain):
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    assert _message_of(RuntimeError, lambda: getattr(x, write)(2.0)) == (
+        f"x {op} ...: in-place change of a tensor that requires a gradient; backward may need its old value. Write "
+        f"y = x {plain} ... instead (or use no_grad() for an update).")
+    plain_x = Tensor([1.0, 2.0])
+    assert _message_of(RuntimeError, lambda: getattr(plain_x, write)(x)) == (
+        f"x {op} ...: the value written requires a gradient, and haaw does not record in-place writes, so its "
+        f"gradient would be lost. Write y = x {plain} ... instead (or write value.detach() if no gradient should "
+        "flow).")
+
+
+def test_in_place_arithmetic_in_float64_uses_the_number_as_given():
+    """x += 0.1 on a float64 tensor adds the float64 0.1 (a float16 tensor computes in float32, rounded once)."""
+    x = Tensor([1.0, 2.0])
+    x += 0.1
+    x /= 2
+    assert x.data.tolist() == [(1.0 + 0.1) / 2, (2.0 + 0.1) / 2]
+
+
+def test_changed_in_place_counts_one_version_as_an_in_place_operator_does():
+    from haaw.engine.tensor import changed_in_place
+
+    x = Tensor([1.0])
+    start = x._version
+    x += 1.0
+    assert x._version == start + 1  # PyTorch's _version: one per in-place change
+    changed_in_place(x)
+    assert x._version == start + 2
+
+
+def test_numpy_s_other_ufunc_methods_and_out_are_refused_whole():
+    x = Tensor([1.0, 2.0])
+    refusal = ("np.add cannot record a Tensor in the graph. Use the Tensor's own operations, or pass "
+               "t.detach().numpy() for a plain array.")
+    assert _message_of(TypeError, lambda: np.add.reduce(x)) == refusal
+    assert _message_of(TypeError, lambda: np.add(x, 1.0, out=np.zeros(2))) == refusal
+
+
+def test_an_exponent_or_a_hook_of_the_wrong_type_is_named_by_its_type():
+    x = Tensor([1.0], requires_grad=True)
+    assert _message_of(TypeError, lambda: x ** [2]) == (
+        "Tensor ** exponent: the exponent must be a plain number, got list")
+    assert _message_of(TypeError, lambda: x.register_hook(2.0)) == (
+        "register_hook: expected a function of the gradient, got float")
+
+
+def test_cat_refuses_what_torch_cat_refuses_with_the_whole_message():
+    assert _message_of(TypeError, lambda: cat(Tensor(np.ones((2, 2))))) == (
+        "cat: takes a list or tuple of tensors, as in PyTorch; got one tensor (write cat([a, b]))")
+    assert _message_of(ValueError, lambda: cat([])) == "cat: needs at least one tensor"
+    assert _message_of(IndexError, lambda: cat([Tensor([1.0]), Tensor([2.0])], dim=1)) == (
+        "cat: dim 1 is out of range for a tensor of shape (1,) (expected an integer from -1 to 0)")
+    assert cat([[1.0], np.array([2.0])]).data.tolist() == [1.0, 2.0]  # lists and arrays become tensors
