@@ -355,3 +355,16 @@ def test_a_float16_mean_of_more_entries_than_float16_can_count_has_the_gradient_
     assert x.grad.dtype == np.float16
     np.testing.assert_array_equal(x.grad, np.full(n, np.float16(1 / n)))
     assert float(np.float16(1 / n)) == pytest.approx(1.4305e-05, rel=1e-4)
+
+
+def test_an_entry_picked_several_times_in_float16_gathers_its_gradient_in_float16_as_pytorch_s():
+    """x[[0, 0, 0]] with upstream [2048, 1, 1]: PyTorch's index backward adds in float16, where 2048 + 1 rounds back
+    to 2048 (float16's spacing there is 2): 2048, not the exact 2050. By hand, the same sums in float16."""
+    x = Tensor(np.zeros(1, dtype=np.float16), requires_grad=True)
+    x[np.array([0, 0, 0])].backward(np.array([2048.0, 1.0, 1.0], dtype=np.float16))
+    by_hand = np.float16(np.float16(np.float16(0) + np.float16(2048)) + np.float16(1)) + np.float16(1)
+    assert x.grad.dtype == np.float16 and x.grad.tolist() == [float(by_hand)] == [2048.0]
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(1, dtype=torch.float16, requires_grad=True)
+    t[torch.tensor([0, 0, 0])].backward(torch.tensor([2048.0, 1.0, 1.0], dtype=torch.float16))
+    assert t.grad.tolist() == x.grad.tolist()
