@@ -893,3 +893,46 @@ def test_cat_refuses_what_torch_cat_refuses_with_the_whole_message():
     assert _message_of(IndexError, lambda: cat([Tensor([1.0]), Tensor([2.0])], dim=1)) == (
         "cat: dim 1 is out of range for a tensor of shape (1,) (expected an integer from -1 to 0)")
     assert cat([[1.0], np.array([2.0])]).data.tolist() == [1.0, 2.0]  # lists and arrays become tensors
+
+
+def test_sum_mean_and_transpose_name_themselves_in_their_refusals():
+    x = Tensor(np.ones((2, 3)))
+    for name, call in (("sum", x.sum), ("mean", x.mean)):
+        for extra in ({"dtype": np.float32}, {"out": np.zeros(3)}):
+            assert _message_of(TypeError, lambda: call(**extra)) == (
+                f"{name}: haaw takes no dtype= or out= (convert with .to(dtype) first)")
+    assert _message_of(TypeError, lambda: x.mean(dim=0, axis=0)) == (
+        "mean: pass dim= or axis=, not both (they are the same thing)")
+    for dims in ((5, 0), (0, 5)):
+        assert _message_of(IndexError, lambda: x.transpose(*dims)) == (
+            "transpose: dim 5 is out of range for a tensor of shape (2, 3) (expected an integer from -2 to 1)")
+
+
+@pytest.mark.parametrize("base", [0.0, -1.0, True])
+def test_a_base_that_is_not_a_positive_number_is_refused_whole(base):
+    assert _message_of(TypeError, lambda: base ** Tensor([1.0, 2.0])) == (
+        f"number ** Tensor: haaw takes a positive number as the base, got {base!r}")
+
+
+def test_a_float_base_over_an_integer_tensor_gives_floats_as_pytorch():
+    """torch.tensor([1, 2]) gives 2.0 ** it as [2., 4.] in floats; haaw's in float64, its default."""
+    powers = 2.0 ** Tensor([1, 2, -1])
+    assert powers.dtype == np.float64 and powers.data.tolist() == [2.0, 4.0, 0.5]
+
+
+def test_a_tensor_times_a_number_as_a_matrix_is_refused_as_a_shape_error():
+    with pytest.raises(ValueError, match="matmul"):
+        Tensor(np.ones((2, 2))) @ 2.0
+
+
+def test_an_all_at_once_backward_may_return_one_bare_array_for_one_input_and_a_wrong_count_is_refused():
+    from haaw.engine.ops import Op
+
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    apply(Op("doubling", lambda ctx, a: a * 2, vjp_all=lambda ctx, g: g * 2), x).sum().backward()
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0])
+    y = Tensor([1.0, 2.0], requires_grad=True)
+    wrong = apply(Op("doubling", lambda ctx, a: a * 2, vjp_all=lambda ctx, g: (g, g)), y).sum()
+    assert _message_of(ValueError, wrong.backward) == (
+        "the backward of 'doubling' returned 2 gradient(s) for 1 input(s): return one per input (None where there "
+        "is none)")
