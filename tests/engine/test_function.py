@@ -347,6 +347,9 @@ def test_a_function_that_gives_no_gradient_for_an_intermediate_stops_the_pass_th
     (Drop.apply(x * 2) * w).sum().backward()
     assert x.grad is None
     np.testing.assert_array_equal(w.grad, [2.0, 4.0])
+    v, u = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
+    ((v * 3).sum() + Drop.apply(u * 2).sum()).backward()  # the branch after the stopped one still gets its own
+    assert u.grad is None and v.grad.tolist() == [3.0]
     torch = pytest.importorskip("torch")
 
     class TorchDrop(torch.autograd.Function):
