@@ -936,3 +936,11 @@ def test_an_all_at_once_backward_may_return_one_bare_array_for_one_input_and_a_w
     assert _message_of(ValueError, wrong.backward) == (
         "the backward of 'doubling' returned 2 gradient(s) for 1 input(s): return one per input (None where there "
         "is none)")
+
+
+def test_subtraction_with_a_bool_on_either_side_is_refused_as_pytorch_refuses_it():
+    refusal = ("subtraction with a bool tensor: PyTorch refuses it too. Convert it to numbers first: "
+               "mask.to(np.int64) - 1")
+    for call in (lambda: Tensor([1.0]) - True, lambda: True - Tensor([1.0]),
+                 lambda: Tensor([1.0]) - Tensor([True]), lambda: Tensor([True]) - 1):
+        assert _message_of(RuntimeError, call) == refusal
