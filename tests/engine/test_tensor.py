@@ -800,7 +800,7 @@ def test_a_hook_of_the_wrong_shape_is_named_in_the_refusal_by_its_name_or_what_i
     for hook, name in ((summing, "summing"), (Summing(), "the summing hook")):
         x = Tensor([1.0, 2.0], requires_grad=True)
         x.register_hook(hook)
-        assert _message_of(RuntimeError, lambda: (x * 2).sum().backward()) == (
+        assert _message_of(RuntimeError, lambda x=x: (x * 2).sum().backward()) == (
             f"the hook {name} returned a gradient of shape () for a tensor of shape (2,): return one of the same "
             "shape, or None to leave the gradient as it is (PyTorch refuses this too)")
 
@@ -899,12 +899,12 @@ def test_sum_mean_and_transpose_name_themselves_in_their_refusals():
     x = Tensor(np.ones((2, 3)))
     for name, call in (("sum", x.sum), ("mean", x.mean)):
         for extra in ({"dtype": np.float32}, {"out": np.zeros(3)}):
-            assert _message_of(TypeError, lambda: call(**extra)) == (
+            assert _message_of(TypeError, lambda call=call, extra=extra: call(**extra)) == (
                 f"{name}: haaw takes no dtype= or out= (convert with .to(dtype) first)")
     assert _message_of(TypeError, lambda: x.mean(dim=0, axis=0)) == (
         "mean: pass dim= or axis=, not both (they are the same thing)")
     for dims in ((5, 0), (0, 5)):
-        assert _message_of(IndexError, lambda: x.transpose(*dims)) == (
+        assert _message_of(IndexError, lambda dims=dims: x.transpose(*dims)) == (
             "transpose: dim 5 is out of range for a tensor of shape (2, 3) (expected an integer from -2 to 1)")
 
 
