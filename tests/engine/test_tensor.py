@@ -944,3 +944,38 @@ def test_subtraction_with_a_bool_on_either_side_is_refused_as_pytorch_refuses_it
     for call in (lambda: Tensor([1.0]) - True, lambda: True - Tensor([1.0]),
                  lambda: Tensor([1.0]) - Tensor([True]), lambda: Tensor([True]) - 1):
         assert _message_of(RuntimeError, call) == refusal
+
+
+def test_writing_a_float_into_an_integer_tensor_by_index_truncates_as_pytorch():
+    """t = torch.tensor([1, 2]); t[0] = 2.5 gives tensor([2, 2]): assignment casts, where x += 0.5 is refused."""
+    x = Tensor([1, 2])
+    x[0] = 2.5
+    assert x.dtype == np.int64 and x.data.tolist() == [2, 2]
+
+
+def test_a_write_of_an_unsigned_or_a_non_number_kind_is_named_in_the_refusal():
+    flags = Tensor(np.array([True, False]))
+    assert _message_of(RuntimeError, lambda: flags.__iadd__(np.array([1, 0], dtype=np.uint8))) == (
+        "x += ...: the result is integers, which cannot be written back into this bool tensor without cutting it "
+        "(PyTorch refuses it too). Write y = x + ... instead: a new tensor, of the result's type.")
+    x = Tensor([1.0])
+    assert _message_of(RuntimeError, lambda: x.__iadd__(np.array(["a"]))) == (
+        "x += ...: the result is <U1, which cannot be written back into this float64 tensor without cutting it "
+        "(PyTorch refuses it too). Write y = x + ... instead: a new tensor, of the result's type.")
+
+
+def test_where_with_a_number_first_takes_the_tensor_s_format_and_a_list_for_the_condition():
+    """torch.where(mask, 0.5, float32 tensor) is float32: the number takes the tensor's format."""
+    from haaw.engine import where
+
+    out = where(np.array([True, False]), 0.5, Tensor(np.array([1.0, 2.0], dtype=np.float32)))
+    assert out.dtype == np.float32 and out.data.tolist() == [0.5, 2.0]
+    assert where([True, False], Tensor([1.0, 2.0]), 0.0).data.tolist() == [1.0, 0.0]
+
+
+def test_std_s_defaults_and_var_s_refusal_by_name():
+    x = Tensor([1.0, 2.0, 3.0, 4.0])
+    assert x.std().item() == pytest.approx((5 / 3) ** 0.5, rel=1e-15) and x.std().shape == ()
+    assert x.std(0).shape == () and x.std(0, True).shape == (1,)
+    assert _message_of(IndexError, lambda: Tensor([1.0, 2.0]).var(dim=5)) == (
+        "var: dim 5 is out of range for a tensor of shape (2,) (expected an integer from -1 to 0)")
