@@ -93,6 +93,8 @@ def backward(root: Node, seed, on_step=None) -> list:
             if hooked and node in hooked and node.grad is not None:  # all of its gradient has arrived
                 node.grad = node._run_hooks(node.grad)
             upstream = node.grad
+            if upstream is None:  # no gradient reached it (a Function gave None for it): nothing to pass on
+                continue
             contributions = node._vjp(upstream)
             for parent, contribution in zip(parents, contributions):
                 if contribution is not None:

@@ -469,7 +469,8 @@ defvjp(masked_softmax, _softmax_vjp)  # the same formula: s is 0 where masked, s
 
 def log_softmax(ctx, a, dim=-1):
     shifted = a - _top(a, dim)
-    ctx.out, ctx.dim = shifted - np.log(_sum(np.exp(shifted), axis=dim, keepdims=True)), dim
+    with np.errstate(divide="ignore"):  # an empty axis: log 0 = -inf for rows that have no entries to hold it
+        ctx.out, ctx.dim = shifted - np.log(_sum(np.exp(shifted), axis=dim, keepdims=True)), dim
     return ctx.out
 
 

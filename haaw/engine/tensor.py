@@ -704,7 +704,7 @@ def _castable(name: str, instead: str, dtype, value) -> None:
     rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
     mine = "f" if dtypes.is_float(dtype) else dtype.kind
     if rank.get(kind, 3) > rank[mine]:
-        wanted = "floats" if kind == "f" else "integers"
+        wanted = {"f": "floats", "i": "integers", "u": "integers", "c": "complex numbers"}.get(kind, f"{v.dtype}")
         raise RuntimeError(f"{name}: the result is {wanted}, which cannot be written back into this {dtype} tensor "
                            f"without cutting it (PyTorch refuses it too). Write {instead} instead: a new tensor, "
                            f"of the result's type.")

@@ -61,3 +61,15 @@ def test_a_gradient_of_the_wrong_shape_is_refused_naming_the_operation():
     with haaw.use(cross_entropy=lambda z, t: (0.0, np.zeros(z.shape[1]))):
         with pytest.raises(Exception, match="cross_entropy"):
             grads()
+
+
+def test_a_function_that_returns_only_the_gradient_is_taken_as_the_gradient():
+    """The slot also takes dL/dlogits alone, without the loss; two rows, so that the gradient's own rows could be
+    mistaken for a (loss, gradient) pair."""
+    logits = np.array([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]])
+    targets = np.array([2, 0])
+    expected = mine(logits, targets)[1] * 2  # the mean's gradient, times B: one loss per row, each with g = 1
+    z = Tensor(logits, requires_grad=True)
+    with haaw.use(cross_entropy=lambda z, t: mine(z, t)[1]):
+        apply("cross_entropy_rows", z, targets=targets).sum().backward()
+    np.testing.assert_allclose(z.grad, expected, rtol=1e-12)

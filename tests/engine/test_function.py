@@ -329,3 +329,39 @@ def test_a_selective_checkpoint_runs_a_kept_operation_once_and_the_others_twice(
     x.grad = None
     ((x @ x).tanh()).sum().backward()
     np.testing.assert_array_equal(x.grad, expected)
+
+
+def test_a_function_that_gives_no_gradient_for_an_intermediate_stops_the_pass_there_as_pytorch():
+    """backward returning None for an argument that needs a gradient: PyTorch passes nothing on through it (the
+    leaf behind it keeps grad None) and the other branches get theirs."""
+    class Drop(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return (None,)
+
+    x, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0, 1.0], requires_grad=True)
+    (Drop.apply(x * 2) * w).sum().backward()
+    assert x.grad is None
+    np.testing.assert_array_equal(w.grad, [2.0, 4.0])
+    v, u = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
+    ((v * 3).sum() + Drop.apply(u * 2).sum()).backward()  # the branch after the stopped one still gets its own
+    assert u.grad is None and v.grad.tolist() == [3.0]
+    torch = pytest.importorskip("torch")
+
+    class TorchDrop(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    tx, tw = torch.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 1.0], requires_grad=True)
+    (TorchDrop.apply(tx * 2) * tw).sum().backward()
+    assert tx.grad is None
+    np.testing.assert_array_equal(w.grad, tw.grad.numpy())

@@ -186,3 +186,185 @@ def test_relu_passes_the_gradient_of_a_nan_on_as_pytorch_does():
     x = Tensor(np.array([np.nan, -1.0, 2.0]), requires_grad=True)
     x.relu().sum().backward()
     np.testing.assert_array_equal(x.grad, [1.0, 0.0, 1.0])
+
+
+# --- defvjp, called again at run time (the table's own calls run at import, before any test can watch them) ----
+REFUSED_VJP = ("it calls a vector-Jacobian product from the engine's table of operations, which computes what this "
+               "code is meant to compute. Calling it is not writing it (and from inside the engine it would call "
+               "your function again): compute the result from the inputs you are given")
+
+
+def test_defvjp_registers_an_operation_under_its_name_and_each_vjp_is_refused_while_a_learner_computes_it():
+    from haaw.engine.guard import ShortcutRefused, refusing
+    from haaw.engine.ops import defvjp
+    from haaw.tools.flops import count_flops
+
+    def same_(ctx, a):  # a view of its input, as reshape is; the trailing _ is dropped from the name
+        return a[...]
+
+    op = defvjp(same_, lambda ctx, g: 5 * g, flops=lambda inputs, out, needs: (7, 11), view=True)
+    try:
+        assert OPS["same"] is op and op.name == "same" and op.forward is same_ and op.vjp_all is None
+        x = Tensor([1.0, 2.0], requires_grad=True)
+        with count_flops() as counter:
+            y = apply("same", x)
+            y.sum().backward()
+        np.testing.assert_array_equal(x.grad, [5.0, 5.0])  # the vjp given, not another
+        assert (counter.forward["same"], counter.backward["same"]) == (7, 11)  # the cost given
+        plain = Tensor([1.0, 2.0])
+        seen = apply("same", plain)
+        before = plain._version
+        seen += 1.0  # a view (view=True): an in-place edit of the result is an edit of its input, as in PyTorch
+        assert plain._version == before + 1
+        np.testing.assert_array_equal(plain.data, [2.0, 3.0])
+        with refusing(["ops.vjp"]):
+            with pytest.raises(ShortcutRefused) as err:
+                op.vjps[0](None, np.ones(2))
+        assert str(err.value) == REFUSED_VJP
+    finally:
+        del OPS["same"]
+
+
+def test_defvjp_with_one_vjp_for_every_input_refuses_it_too():
+    from haaw.engine.guard import ShortcutRefused, refusing
+    from haaw.engine.ops import defvjp
+
+    def both(ctx, a, b):
+        return a + b
+
+    op = defvjp(both, vjp_all=lambda ctx, g: (2 * g, 3 * g))
+    try:
+        assert OPS["both"] is op and op.vjps == () and not op.view
+        a, b = Tensor([1.0], requires_grad=True), Tensor([4.0], requires_grad=True)
+        apply("both", a, b).sum().backward()
+        assert (a.grad.tolist(), b.grad.tolist()) == ([2.0], [3.0])
+        with refusing(["ops.vjp"]):
+            with pytest.raises(ShortcutRefused) as err:
+                op.vjp_all(None, np.ones(1))
+        assert str(err.value) == REFUSED_VJP
+    finally:
+        del OPS["both"]
+
+
+def test_a_fourth_power_and_its_slope_by_hand():
+    x = Tensor([2.0, -1.5], requires_grad=True)
+    y = x**4
+    np.testing.assert_array_equal(y.data, [16.0, 5.0625])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, [32.0, -13.5])  # 4x³
+
+
+@pytest.mark.parametrize("bounds, x, slope", [
+    ({"min": -1.0, "max": 1.0}, [-2.0, -1.0, 0.0, 1.0, 2.0], [0.0, 1.0, 1.0, 1.0, 0.0]),  # a bound itself: slope 1
+    ({"max": 1.0}, [-5.0, 1.0, 2.0], [1.0, 1.0, 0.0]),  # no lower bound: nothing below is moved
+    ({"min": -1.0}, [-2.0, -1.0, 3.0], [0.0, 1.0, 1.0]),
+])
+def test_clamp_s_slope_is_one_inside_and_on_the_bounds_and_zero_where_an_entry_was_moved(bounds, x, slope):
+    """PyTorch's choice at the kinks (torch.clamp gives 1 on a bound); written out by hand, and against torch."""
+    t = Tensor(x, requires_grad=True)
+    t.clamp(**bounds).sum().backward()
+    np.testing.assert_array_equal(t.grad, slope)
+    torch = pytest.importorskip("torch")
+    theirs = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    theirs.clamp(**bounds).sum().backward()
+    np.testing.assert_array_equal(t.grad, theirs.grad.numpy())
+
+
+def test_a_mean_over_an_empty_axis_is_nan_and_its_backward_warns_of_nothing():
+    """A mean of no entries is nan (as in PyTorch); its gradient has no entries to divide among, and dividing the
+    upstream gradient by the count 0 raises no NumPy warning, forward or backward (PyTorch's raises none)."""
+    import warnings
+
+    x = Tensor(np.zeros((0, 3)), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = x.mean(dim=0)
+        assert np.isnan(m.data).all() and m.shape == (3,)
+        m.backward(np.ones(3))
+    assert x.grad.shape == (0, 3)
+
+
+E = np.exp(1.0)
+SOFT = np.array([1.0, E, E * E]) / (1.0 + E + E * E)  # softmax of [a, a + 1, a + 2], for any a
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_softmax_and_log_softmax_shift_each_row_by_its_own_largest_entry(dim):
+    """Rows a thousand apart: shifted by the largest entry of the whole tensor, the lower row's exponentials would
+    all underflow to 0 and its softmax be 0/0. Each row's answer is the same closed form."""
+    rows = np.array([[1000.0, 1001.0, 1002.0], [0.0, 1.0, 2.0]])
+    x = Tensor(rows if dim == -1 else rows.T)
+    s, logs = x.softmax(dim=dim).data, x.log_softmax(dim=dim).data
+    expected = np.stack([SOFT, SOFT]) if dim == -1 else np.stack([SOFT, SOFT]).T
+    np.testing.assert_allclose(s, expected, rtol=1e-12)
+    np.testing.assert_allclose(logs, np.log(expected), rtol=1e-12)
+
+
+def test_cross_entropy_rows_shift_each_row_by_its_own_largest_logit():
+    logits = Tensor([[1000.0, 1001.0, 1002.0], [0.0, 1.0, 2.0]], requires_grad=True)
+    losses = apply("cross_entropy_rows", logits, targets=np.array([0, 2]))
+    np.testing.assert_allclose(losses.data, [-np.log(SOFT[0]), -np.log(SOFT[2])], rtol=1e-12)
+    losses.sum().backward()
+    np.testing.assert_allclose(logits.grad, [SOFT - [1, 0, 0], SOFT - [0, 0, 1]], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("shape, dim", [((2, 0), -1), ((0, 3), -1), ((0, 3), 0)])
+def test_softmax_and_log_softmax_of_no_entries_keep_the_format(shape, dim):
+    """torch.softmax and torch.log_softmax of an empty float32 tensor are empty float32 tensors, and they warn of
+    nothing (an empty axis has a sum of 0, whose log no entry is left to hold)."""
+    import warnings
+
+    x = Tensor(np.zeros(shape, dtype=np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for y in (x.softmax(dim=dim), x.log_softmax(dim=dim)):
+            assert y.shape == shape and y.dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.bool_])
+def test_integer_and_boolean_sums_along_an_axis_count_in_int64_as_pytorch_s(dtype):
+    """PyTorch sums every integer format and bool into int64 (a uint8 or int8 total would overflow); along one
+    axis, with or without keepdim. Hand values: the columns of [[100, 1], [100, 0]] (bool: of its nonzeros)."""
+    x = Tensor(np.array([[100, 1], [100, 0]]).astype(dtype))
+    col = [2, 1] if dtype is np.bool_ else [200, 1]
+    for total, shape in ((x.sum(dim=0), (2,)), (x.sum(dim=0, keepdim=True), (1, 2))):
+        assert total.dtype == np.int64 and total.shape == shape and total.data.ravel().tolist() == col
+    assert x.sum().dtype == np.int64 and x.sum().item() == sum(col)
+
+
+def test_a_16_bit_integer_matrix_product_is_exact_then_wrapped_round_as_pytorch_s():
+    """4097² + 1 = 16,785,410 is past 2^24, where float32 holds only even integers (it would give ...408); the
+    exact total, wrapped round to int16 as PyTorch's integer arithmetic does, is 8194."""
+    a = Tensor(np.array([[4097, 1]], dtype=np.int16))
+    b = Tensor(np.array([[4097], [1]], dtype=np.int16))
+    exact = 4097 * 4097 + 1
+    wrapped = (exact + 2**15) % 2**16 - 2**15
+    product = a @ b
+    assert product.dtype == np.int16 and product.item() == wrapped == 8194
+
+
+def test_a_float16_mean_of_more_entries_than_float16_can_count_has_the_gradient_one_over_n():
+    """70,000 is past float16's largest number (65,504): the count is divided in float32, and each entry's
+    gradient 1/70,000 rounded once to float16 (a subnormal, 1.4305e-05), as torch.ones(70000, dtype=float16)
+    .mean().backward() gives."""
+    n = 70_000
+    x = Tensor(np.ones(n, dtype=np.float16), requires_grad=True)
+    m = x.mean()
+    assert m.dtype == np.float16 and m.item() == 1.0
+    m.backward()
+    assert x.grad.dtype == np.float16
+    np.testing.assert_array_equal(x.grad, np.full(n, np.float16(1 / n)))
+    assert float(np.float16(1 / n)) == pytest.approx(1.4305e-05, rel=1e-4)
+
+
+def test_an_entry_picked_several_times_in_float16_gathers_its_gradient_in_float16_as_pytorch_s():
+    """x[[0, 0, 0]] with upstream [2048, 1, 1]: PyTorch's index backward adds in float16, where 2048 + 1 rounds back
+    to 2048 (float16's spacing there is 2): 2048, not the exact 2050. By hand, the same sums in float16."""
+    x = Tensor(np.zeros(1, dtype=np.float16), requires_grad=True)
+    x[np.array([0, 0, 0])].backward(np.array([2048.0, 1.0, 1.0], dtype=np.float16))
+    by_hand = np.float16(np.float16(np.float16(0) + np.float16(2048)) + np.float16(1)) + np.float16(1)
+    assert x.grad.dtype == np.float16 and x.grad.tolist() == [float(by_hand)] == [2048.0]
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(1, dtype=torch.float16, requires_grad=True)
+    t[torch.tensor([0, 0, 0])].backward(torch.tensor([2048.0, 1.0, 1.0], dtype=torch.float16))
+    assert t.grad.tolist() == x.grad.tolist()
