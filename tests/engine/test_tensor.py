@@ -979,3 +979,16 @@ def test_std_s_defaults_and_var_s_refusal_by_name():
     assert x.std(0).shape == () and x.std(0, True).shape == (1,)
     assert _message_of(IndexError, lambda: Tensor([1.0, 2.0]).var(dim=5)) == (
         "var: dim 5 is out of range for a tensor of shape (2,) (expected an integer from -1 to 0)")
+
+
+@pytest.mark.parametrize("op", ["__iadd__", "__isub__", "__imul__"])
+def test_a_signed_tensor_written_into_an_unsigned_one_in_place_wraps_round_as_pytorch_s(op):
+    """uint8 += int8: the result type, int16, is cut back into uint8 (1 − 3 is 254), as PyTorch does; only a wider
+    kind (floats into integers) is refused."""
+    torch = pytest.importorskip("torch")
+    mine = Tensor(np.array([1, 2, 200], dtype=np.uint8))
+    theirs = torch.tensor([1, 2, 200], dtype=torch.uint8)
+    getattr(mine, op)(Tensor(np.array([-3, 1, 100], dtype=np.int8)))
+    getattr(theirs, op)(torch.tensor([-3, 1, 100], dtype=torch.int8))
+    assert mine.dtype == np.uint8
+    np.testing.assert_array_equal(mine.data, theirs.numpy())
