@@ -594,7 +594,7 @@ def test_dropout_modules_follow_train_and_eval_as_pytorch_s(p, shape, calls, see
         np.testing.assert_allclose(leaf, upstream * scale, rtol=1e-12, err_msg=f"{who}'s gradient after {calls}")
 
 
-# --- the issue's Low items ----------------------------------------------------------------------------------------
+# --- rarer edges: protocols, formats by name ----------------------------------------------------------------------------------------
 def test_no_grad_on_a_generator_function_applies_inside_each_step_as_pytorch_s():
     """@no_grad() on a generator function did nothing inside it: the decorator's block ended when the call made the
     generator, before its first step. torch's applies to each step, and not to the caller's code between steps."""

@@ -105,3 +105,58 @@ def test_hessian_vector_product_agrees_with_pytorch_double_backward():
     ga, gb = torch.autograd.grad(loss, (a, b), create_graph=True)
     theirs = torch.autograd.grad(ga * v[0] + gb * v[1], (a, b))
     assert ours == pytest.approx([t.item() for t in theirs], rel=1e-12)
+
+
+# --- each DualNode operation's value, and the kinks (found by mutation testing) ---------------------------------
+
+
+def test_gradient_sees_the_value_of_a_sum_and_a_quotient_when_a_function_of_it_follows():
+    """A sum's or a quotient's value reaches the gradient only through what follows it: d/da tanh(a + b) is
+    1 − tanh²(a + b), and d/da tanh(a / b) is (1 − tanh²(a / b)) / b. Hand values, no engine."""
+    a, b = 0.7, -0.3
+    ga, gb = gradient(lambda x, y: (x + y).tanh())(a, b)
+    slope = 1 - math.tanh(a + b) ** 2
+    assert (ga.data, gb.data) == pytest.approx((slope, slope), rel=1e-12)
+    ga, gb = gradient(lambda x, y: (x / y).tanh())(a, b)
+    slope = 1 - math.tanh(a / b) ** 2
+    assert (ga.data, gb.data) == pytest.approx((slope / b, -slope * a / b**2), rel=1e-12)
+
+
+def test_gradient_of_plain_numbers_goes_through_every_function():
+    """Plain numbers are made Duals with a tangent of 0, so tanh, exp, log, sigmoid and relu all apply."""
+    x = 0.5
+    for f, slope in [(lambda t: t.tanh(), 1 - math.tanh(x) ** 2), (lambda t: t.exp(), math.exp(x)),
+                     (lambda t: t.log(), 1 / x), (lambda t: t.sigmoid(), math.exp(-x) / (1 + math.exp(-x)) ** 2),
+                     (lambda t: t.relu(), 1.0)]:
+        (g,) = gradient(f)(x)
+        assert (g.data, g.tangent) == pytest.approx((slope, 0.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("x, slope", [(-1.5, 0.0), (0.0, 0.0), (2.0, 1.0)])  # torch.relu's slope at 0 is 0 too
+def test_relu_s_slope_is_one_only_where_its_input_is_positive(x, slope):
+    (g,) = gradient(lambda t: t.relu() * 3)(Dual(x, 1.0))
+    assert (g.data, g.tangent) == (3 * slope, 0.0)  # relu is linear on each side: no second derivative
+
+
+@pytest.mark.parametrize("x", [0.0, 2.0])
+def test_powers_zero_and_one_have_slopes_zero_and_one_even_at_zero(x):
+    """d/dx x⁰ = 0 everywhere (at 0 too, as torch.pow's backward gives), d/dx x¹ = 1: the slope of 5x⁰ + 3x¹ is 3."""
+    (g,) = gradient(lambda t: t**0 * 5 + t**1 * 3)(Dual(x, 1.0))
+    assert (g.data, g.tangent) == (3.0, 0.0)
+
+
+def test_the_node_methods_give_the_same_gradient_when_backward_watches_every_step():
+    """With ``on_step`` (the step-through explorer's way in), ``autograd.backward`` walks DualNodes through their
+    own ``_reset_grad``, ``_vjp`` and ``_add_grad`` instead of its fast loop: the Hessian-vector product must not
+    change (hand values, as above)."""
+    from haaw.engine import autograd
+    from haaw.engine.forward_mode import DualNode
+
+    point, v = (0.8, -1.3), (0.6, -2.0)
+    leaves = [DualNode(Dual(x, t)) for x, t in zip(point, v)]
+    steps = []
+    autograd.backward(second_order(*leaves), Dual(1.0), on_step=lambda node, up, contributions: steps.append(node))
+    H = hessian_by_hand(*point)
+    assert [leaf.grad.tangent for leaf in leaves] == pytest.approx([H[0][0] * v[0] + H[0][1] * v[1],
+                                                                    H[1][0] * v[0] + H[1][1] * v[1]], rel=1e-10)
+    assert len(steps) > 10
