@@ -55,27 +55,26 @@ def _named(slider):
 
 BOX_CLASS = "haaw-slider-box"  # the named box beside a slider (``_named``)
 
-# Run by JupyterLab in the explorer's own output area: every slider handle in the explorer (the VBox around
-# that area) gets aria-label = the description of the named box in its row, again whenever ipywidgets
-# rebuilds a slider. A screen reader then says "w, slider, 2", not "slider, 2".
+# Run by JupyterLab when an explorer is shown: every slider handle on the page that has no name yet gets
+# aria-label = the description of the named box in its row, now and whenever widgets are drawn or redrawn (one
+# observer for the page, kept on window). A screen reader then says "w, slider, 2", not "slider, 2". No timer:
+# a page in the background runs timers late, and a first version that waited on one left handles unnamed.
 NAME_HANDLES_JS = """
-(function (area) {
-  function name(root) {
-    root.querySelectorAll('.noUi-handle').forEach(function (handle) {
+(function () {
+  function name() {
+    document.querySelectorAll('.noUi-handle:not([aria-label])').forEach(function (handle) {
       var row = handle.closest('.widget-hbox');
       var label = row && row.querySelector('.%s .widget-label');
       var text = label ? label.textContent.trim() : '';
-      if (text && handle.getAttribute('aria-label') !== text) handle.setAttribute('aria-label', text);
+      if (text) handle.setAttribute('aria-label', text);
     });
   }
-  function start(tries) {
-    var root = area.closest('.widget-vbox');
-    if (!root) { if (tries > 0) setTimeout(function () { start(tries - 1); }, 100); return; }
-    name(root);
-    new MutationObserver(function () { name(root); }).observe(root, {childList: true, subtree: true});
+  if (!window.haawNameHandles) {
+    window.haawNameHandles = new MutationObserver(name);
+    window.haawNameHandles.observe(document.body, {childList: true, subtree: true});
   }
-  start(100);
-})(element);
+  name();
+})();
 """ % BOX_CLASS
 
 
