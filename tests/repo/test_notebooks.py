@@ -143,3 +143,13 @@ def test_every_figure_is_stored_with_its_description_in_words(path):
             assert alt and html.unescape(alt.group(1)) == plain.removeprefix("Figure: "), \
                 f"cell {i}: the figure has no alt text from its description (re-run the notebook: show_figure adds it)"
             assert "".join(out.data["image/png"]).strip() in page, f"cell {i}: the <img> is not the figure's PNG"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_cell_that_asks_for_pytorch_is_tagged_torch(path):
+    """A cell that calls optional_torch() prints PyTorch's numbers where it is installed and a note where it is not:
+    nbval can only compare it where torch is, so the tag tells the notebook plugin to skip it without torch."""
+    nbformat = pytest.importorskip("nbformat")
+    untagged = [i for i, c in enumerate(nbformat.read(path, as_version=4).cells) if c.cell_type == "code"
+                and "optional_torch(" in c.source and "torch" not in c.metadata.get("tags", [])]
+    assert untagged == [], f"{path.name}: cells {untagged} ask for PyTorch without the 'torch' tag"
