@@ -88,7 +88,7 @@ def defvjp(forward, *vjps, vjp_all=None, flops=_elementwise, view=False) -> Op:
     """Register ``forward`` with its vector-Jacobian products, under the function's own name. Each VJP refuses to
     run while a learner's function computes a backward in its place (guard.py)."""
     vjp = guard.refusable("ops.vjp", "a vector-Jacobian product from the engine's table of operations")
-    op = Op(forward.__name__.rstrip("_"), forward, tuple(map(vjp, vjps)), vjp_all and vjp(vjp_all), flops, view)
+    op = Op(forward.__name__.removesuffix("_"), forward, tuple(map(vjp, vjps)), vjp_all and vjp(vjp_all), flops, view)
     OPS[op.name] = op
     return op
 
@@ -123,6 +123,11 @@ def _sum(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
     if a.dtype.itemsize >= 4:
         return a.sum(axis=axis, keepdims=keepdims)
     return np.asarray(a.sum(axis=axis, keepdims=keepdims, dtype=np.float32)).astype(a.dtype)
+
+
+def _as(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` in ``dtype``: rounded into it, or ``a`` itself when it is already in it (no copy)."""
+    return a.astype(dtype, copy=False)
 
 
 def _mm(a, b):
@@ -280,7 +285,7 @@ defvjp(relu, lambda ctx, g: g * ~(ctx.out <= 0))
 
 
 def sigmoid(ctx, a):
-    ctx.out = out = np.exp(-np.logaddexp(0, -a)).astype(a.dtype, copy=False)  # 1/(1+e⁻ᵃ), never overflows
+    ctx.out = out = _as(np.exp(-np.logaddexp(0, -a)), a.dtype)  # 1/(1+e⁻ᵃ), never overflows
     return out
 
 
@@ -306,8 +311,8 @@ def where(ctx, a, b, condition):
     return np.where(ctx.condition, a, b)
 
 
-defvjp(where, lambda ctx, g: unbroadcast(np.where(ctx.condition, g, 0).astype(g.dtype, copy=False), ctx.a_shape),
-              lambda ctx, g: unbroadcast(np.where(ctx.condition, 0, g).astype(g.dtype, copy=False), ctx.b_shape))
+defvjp(where, lambda ctx, g: unbroadcast(_as(np.where(ctx.condition, g, 0), g.dtype), ctx.a_shape),
+              lambda ctx, g: unbroadcast(_as(np.where(ctx.condition, 0, g), g.dtype), ctx.b_shape))
 
 
 # --- reductions over ``dim`` (a tuple of non-negative axes, or None for all) -----------------------
@@ -348,7 +353,7 @@ def _wide(dtype):
 
 def _divide(total, count: int, dtype):
     with np.errstate(invalid="ignore", divide="ignore"):  # count 0: a mean of no entries is nan
-        return (np.asarray(total, dtype=_wide(dtype)) / count).astype(dtype, copy=False)
+        return _as(np.asarray(total, dtype=_wide(dtype)) / count, dtype)
 
 
 def max_(ctx, a, dim=None, keepdim=False):
@@ -362,7 +367,7 @@ def _max_vjp(ctx, g):
     """The gradient goes to the entries that were the maximum, shared equally between ties."""
     winners = ctx.a == ctx.out.reshape(ctx.kept)
     share = winners / winners.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
-    return (g.reshape(ctx.kept) * share).astype(ctx.a.dtype, copy=False)
+    return _as(g.reshape(ctx.kept) * share, ctx.a.dtype)
 
 
 defvjp(max_, _max_vjp, flops=_reduction)
@@ -443,7 +448,7 @@ def _top(a, dim):
 def softmax(ctx, a, dim=-1):
     wide = a if _wide(a.dtype) is None else a.astype(np.float32)  # 16 bits: in float32, rounded once at the end
     shifted = np.exp(wide - _top(wide, dim))  # the same result, and no overflow
-    ctx.out, ctx.dim = (shifted / shifted.sum(axis=dim, keepdims=True)).astype(a.dtype, copy=False), dim
+    ctx.out, ctx.dim = _as(shifted / shifted.sum(axis=dim, keepdims=True), a.dtype), dim
     return ctx.out  # (a float16 total of more than 65,504 entries would be inf, and every weight 0)
 
 
@@ -458,7 +463,7 @@ def masked_softmax(ctx, a, mask, dim=-1):
     """
     top = np.max(np.where(mask, a, -np.inf), axis=dim, keepdims=True)
     top = np.where(np.isfinite(top), top, 0)
-    weights = np.where(mask, np.exp(np.where(mask, a, 0) - top), 0).astype(a.dtype, copy=False)
+    weights = _as(np.where(mask, np.exp(np.where(mask, a, 0) - top), 0), a.dtype)
     total = weights.sum(axis=dim, keepdims=True, dtype=_wide(a.dtype))  # unrounded, as in softmax
     ctx.out, ctx.dim = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0), dim
     return ctx.out
