@@ -83,7 +83,7 @@ def backward(root: Node, seed, on_step=None) -> list:
             hooked.add(node)
             if not node._parents:  # a leaf's hooks see this pass's gradient alone: set aside what it holds
                 held[node], node.grad = node.grad, None
-    token = _held.set(outer | held.keys()) if held else None
+    token = _held.set(outer | held.keys())
     try:
         root._add_grad(seed)
         for node in order:
@@ -109,8 +109,7 @@ def backward(root: Node, seed, on_step=None) -> list:
             leaf.grad = earlier
         raise
     finally:
-        if token is not None:
-            _held.reset(token)
+        _held.reset(token)
     return order
 
 
