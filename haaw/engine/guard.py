@@ -147,8 +147,8 @@ def unguarded(fn):
     seen = set()
     while id(fn) not in seen:
         seen.add(id(fn))
-        method = getattr(fn, "__func__", None)
-        if method is not None and method in _ORIGINAL:  # a bound method of a refusable one
+        method = getattr(fn, "__func__", None)  # (None is never in _ORIGINAL: no weak reference to it can be made)
+        if method in _ORIGINAL:  # a bound method of a refusable one
             fn = _ORIGINAL[method].__get__(fn.__self__)
         elif fn in _ORIGINAL:  # (a built-in, to which no weak reference can be made, is never in it)
             fn = _ORIGINAL[fn]
@@ -191,9 +191,9 @@ def _torch_refusing(torch, names: tuple, outer):
     """PyTorch, for the block, with its versions ``names`` refused: a mode that sees every torch call (see the
     module's docstring), and gradients off and its backward kernels refused if its autograd is. ``outer`` is the
     frame that opened the block: the frames above it are not the learner's, and are not looked at."""
-    from os.path import dirname
+    from os.path import dirname, join
 
-    mode = _function_mode(torch)(names, outer, dirname(torch.__file__) + "/")
+    mode = _function_mode(torch)(names, outer, join(dirname(torch.__file__), ""))  # its folder, with \ on Windows
     autograd = "torch.autograd" in names
     with torch.set_grad_enabled(False) if autograd else nullcontext(), mode, \
             _kernel_mode(torch)() if autograd else nullcontext():
