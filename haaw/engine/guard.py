@@ -171,9 +171,9 @@ def refusing(names: Iterable[str]):
     names = tuple(names)  # a name not marked yet (its module not imported) is refused once it is
     token = _refused.set(_refused.get() | frozenset(names))
     in_torch = tuple(name for name in names if name in TORCH)
-    torch = sys.modules.get("torch") if in_torch else None  # never imported here
+    torch = sys.modules.get("torch")  # never imported here
     try:
-        if torch is not None and hasattr(torch, "overrides"):  # (not while another thread is still importing it)
+        if in_torch and hasattr(torch, "overrides"):  # (None has no attribute; nor has a torch still being imported)
             with _torch_refusing(torch, in_torch, _caller(sys._getframe())):
                 yield
         else:
@@ -196,7 +196,7 @@ def _torch_refusing(torch, names: tuple, outer):
     mode = _function_mode(torch)(names, outer, join(dirname(torch.__file__), ""))  # its folder, with \ on Windows
     autograd = "torch.autograd" in names
     with torch.set_grad_enabled(False) if autograd else nullcontext(), mode, \
-            _kernel_mode(torch)() if autograd else nullcontext():
+            _kernel_mode()() if autograd else nullcontext():
         yield
 
 
@@ -243,12 +243,13 @@ def _make_function_mode(torch):
     return RefusingTorchShortcuts
 
 
-def _make_kernel_mode(torch):
+def _make_kernel_mode():
     """A ``TorchDispatchMode`` class (thread-local, like the function mode) that refuses every ATen operator whose
     name has "backward" in it: the kernels autograd runs (``torch.ops.aten.tanh_backward``, ``nll_loss_backward``,
     ``native_layer_norm_backward``, ``_log_softmax_backward_data`` ...), whether called by name or through a
     ``grad_fn`` node called by hand, which the function mode does not see. No forward operator has it in its name.
-    (Every PyTorch that installs on the Pythons haaw supports, 2.0 and later, has both kinds of mode.)"""
+    (Every PyTorch that installs on the Pythons haaw supports, 2.0 and later, has both kinds of mode.) Called only
+    once PyTorch is imported."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class RefusingBackwardKernels(TorchDispatchMode):
@@ -257,7 +258,7 @@ def _make_kernel_mode(torch):
             return False  # imports torch._dynamo on the first call: seconds, inside the first check's limit
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if "backward" in getattr(func, "__name__", ""):
+            if "backward" in func.__name__:  # an operator's overload, always named ("tanh_backward.default")
                 raise ShortcutRefused(_message("torch.autograd"))
             return func(*args, **(kwargs or {}))
 

@@ -3,6 +3,7 @@ a function marked refusable at run time, refused inside ``refusing`` with its me
 still itself outside; its signature and ``unguarded`` see through the mark."""
 import functools
 import inspect
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -74,12 +75,15 @@ def test_only_haaw_s_own_code_unwraps_while_something_is_refused():
     from_a_package = _calls_in("/opt/env/lib/python3.11/site-packages/tool/run.py")
     from_importlib = _calls_in("<frozen importlib._bootstrap>")
     with guard.refusing(["tests.other"]):
-        with pytest.raises(guard.ShortcutRefused, match=r"it unwraps the course's own code \(guard.unguarded\)"):
+        with pytest.raises(guard.ShortcutRefused) as refused:
             guard.unguarded(marked)
+        assert str(refused.value) == ("it unwraps the course's own code (guard.unguarded), to call what it was meant "
+                                      "to compute itself: compute the result from the inputs you are given")
         assert from_haaw(guard.unguarded, marked) is add
         # a library between acts for the code that called it: haaw's, or the learner's
         assert from_haaw(from_a_library, guard.unguarded, marked) is add
         assert from_haaw(from_importlib, guard.unguarded, marked) is add
+        assert from_haaw(from_a_package, guard.unguarded, marked) is add  # a package outside this environment's too
         for through in (from_a_library, from_a_package, from_importlib):
             with pytest.raises(guard.ShortcutRefused):
                 through(guard.unguarded, marked)
@@ -161,6 +165,15 @@ def _is_refused(name):
 
 
 # --- PyTorch's versions ------------------------------------------------------------------------------------------
+def test_without_pytorch_imported_its_versions_refused_are_nothing_to_do(monkeypatch):
+    """Every check refuses PyTorch's autograd (guard.BACKWARD); a learner who never imported PyTorch has none to
+    refuse, and the check neither imports it nor needs it."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    with guard.refusing(guard.BACKWARD):
+        assert "torch" not in sys.modules and _is_refused("torch.autograd")
+    assert "torch" not in sys.modules
+
+
 @pytest.fixture
 def torch(monkeypatch):
     """PyTorch, with the guard's two modes built afresh for the test, as the first check of a process builds them
