@@ -29,8 +29,7 @@ import weakref
 from pathlib import Path
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
-from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import Iterable
 
 # PyTorch's versions of what the exercises rebuild: name -> (what a learner calls it, the files of PyTorch's source
 # (under torch/) from which it calls back into torch, the names of its functions that do the work when called directly)
@@ -54,7 +53,7 @@ REFUSABLE: dict[str, str] = {name: called for name, (called, _, _) in TORCH.item
 # what the engine's backward is made of: refused while any learner function runs in a slot (plugins.use)
 BACKWARD = ("autograd.backward", "autograd.topological_order", "ops.vjp", "torch.autograd", "torch.func")
 
-_refused: ContextVar[Mapping[str, str]] = ContextVar("haaw_refused", default=MappingProxyType({}))
+_refused: ContextVar[frozenset] = ContextVar("haaw_refused", default=frozenset())
 
 
 class ShortcutRefused(RuntimeError):
@@ -86,7 +85,6 @@ def refusable(name: str, called: str, *, except_from: str | None = None):
         del refused_while_a_learner_computes_it.__wrapped__
         refused_while_a_learner_computes_it.__signature__ = _signature(fn)
         _ORIGINAL[refused_while_a_learner_computes_it] = fn
-        refused_while_a_learner_computes_it.refusable_as = name
         return refused_while_a_learner_computes_it
 
     return mark
@@ -106,9 +104,24 @@ _LIBRARIES = tuple({str(Path(p).resolve()) for p in (sysconfig.get_paths()["stdl
                                                      sysconfig.get_paths()["platlib"])})
 
 
+def _a_libraries(filename: str) -> bool:
+    """Is this the standard library's or an installed package's file (haaw's own is never one, wherever it lives)?"""
+    return not filename.startswith(_HAAW) and (filename.startswith((*_LIBRARIES, "<frozen"))
+                                               or "site-packages" in filename)
+
+
 def _a_learners(filename: str) -> bool:
     """Is this a learner's file (a notebook cell, a script): not haaw's, not the standard library's or a package's?"""
-    return not (filename.startswith((_HAAW, *_LIBRARIES, "<frozen")) or "site-packages" in filename)
+    return not filename.startswith(_HAAW) and not _a_libraries(filename)
+
+
+def _caller(frame):
+    """The code that called into this module, going up from ``frame``: the first frame that is neither this
+    module's nor a library's. A library's frame in between (contextlib's ``__enter__`` under a ``with``, a wrapper
+    around a function) acts for the code that called it, and is passed over as this module's own frames are."""
+    while frame is not None and (frame.f_code.co_filename == __file__ or _a_libraries(frame.f_code.co_filename)):
+        frame = frame.f_back
+    return frame
 
 
 _ORIGINAL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a refusable wrapper -> what it wraps
@@ -126,30 +139,24 @@ def unguarded(fn):
     """What ``refusable`` wrapped in ``fn`` (through any ``__wrapped__`` too, as ``inspect.unwrap`` does), for the
     course's own code and its tests: the source of a reference, the reference as a learner would have typed it.
     While a learner's code runs (something is refused) only haaw's own code may call it."""
-    if _refused.get() and not sys._getframe(1).f_code.co_filename.startswith(_HAAW):
-        raise ShortcutRefused("it unwraps the course's own code (guard.unguarded), to call what it was meant to "
-                              "compute itself: compute the result from the inputs you are given")
+    if _refused.get():
+        caller = _caller(sys._getframe())
+        if caller is None or not caller.f_code.co_filename.startswith(_HAAW):
+            raise ShortcutRefused("it unwraps the course's own code (guard.unguarded), to call what it was meant to "
+                                  "compute itself: compute the result from the inputs you are given")
     seen = set()
     while id(fn) not in seen:
         seen.add(id(fn))
-        method = getattr(fn, "__func__", None)
-        if method is not None and method in _ORIGINAL:  # a bound method of a refusable one
+        method = getattr(fn, "__func__", None)  # (None is never in _ORIGINAL: no weak reference to it can be made)
+        if method in _ORIGINAL:  # a bound method of a refusable one
             fn = _ORIGINAL[method].__get__(fn.__self__)
-        elif _weakable(fn) and fn in _ORIGINAL:
+        elif fn in _ORIGINAL:  # (a built-in, to which no weak reference can be made, is never in it)
             fn = _ORIGINAL[fn]
         elif hasattr(fn, "__wrapped__"):
             fn = fn.__wrapped__
         else:
             break
     return fn
-
-
-def _weakable(fn) -> bool:
-    try:
-        weakref.ref(fn)
-    except TypeError:
-        return False
-    return True
 
 
 def check(name: str) -> None:
@@ -162,12 +169,12 @@ def check(name: str) -> None:
 def refusing(names: Iterable[str]):
     """Run the block with the implementations ``names`` refused (added to what is refused already)."""
     names = tuple(names)  # a name not marked yet (its module not imported) is refused once it is
-    token = _refused.set(MappingProxyType({**_refused.get(), **dict.fromkeys(names, "")}))
+    token = _refused.set(_refused.get() | frozenset(names))
     in_torch = tuple(name for name in names if name in TORCH)
-    torch = sys.modules.get("torch") if in_torch else None  # never imported here
+    torch = sys.modules.get("torch")  # never imported here
     try:
-        if torch is not None and hasattr(torch, "set_grad_enabled") and hasattr(torch, "overrides"):
-            with _torch_refusing(torch, in_torch, sys._getframe(2)):
+        if in_torch and hasattr(torch, "overrides"):  # (None has no attribute; nor has a torch still being imported)
+            with _torch_refusing(torch, in_torch, _caller(sys._getframe())):
                 yield
         else:
             yield
@@ -182,50 +189,24 @@ def refusing(names: Iterable[str]):
 @contextmanager
 def _torch_refusing(torch, names: tuple, outer):
     """PyTorch, for the block, with its versions ``names`` refused: a mode that sees every torch call (see the
-    module's docstring), and gradients off if its autograd is refused. ``outer`` is the frame that opened the block:
-    the frames above it are not the learner's, and are not looked at."""
-    from os.path import dirname
+    module's docstring), and gradients off and its backward kernels refused if its autograd is. ``outer`` is the
+    frame that opened the block: the frames above it are not the learner's, and are not looked at."""
+    from os.path import dirname, join
 
-    mode = _torch_mode_class(torch)(names, outer, dirname(torch.__file__) + "/")
-    kernels = _backward_kernels(torch) if "torch.autograd" in names else nullcontext()
-    with torch.set_grad_enabled(False) if "torch.autograd" in names else nullcontext(), mode, kernels:
+    mode = _function_mode(torch)(names, outer, join(dirname(torch.__file__), ""))  # its folder, with \ on Windows
+    autograd = "torch.autograd" in names
+    with torch.set_grad_enabled(False) if autograd else nullcontext(), mode, \
+            _kernel_mode()() if autograd else nullcontext():
         yield
 
 
-def _backward_kernels(torch):
-    """A ``TorchDispatchMode`` (thread-local, like the function mode) that refuses every ATen operator whose name
-    has "backward" in it: the kernels autograd runs (``torch.ops.aten.tanh_backward``, ``nll_loss_backward``,
-    ``native_layer_norm_backward``, ``_log_softmax_backward_data`` ...), whether called by name or through a
-    ``grad_fn`` node called by hand, which the function mode does not see. No forward operator has it in its name."""
-    if not _DISPATCH_MODE:
-        try:
-            from torch.utils._python_dispatch import TorchDispatchMode
-        except ImportError:  # an old PyTorch: the function mode alone
-            _DISPATCH_MODE.append(None)
-        else:
-            class RefusingBackwardKernels(TorchDispatchMode):
-                @classmethod
-                def _should_skip_dynamo(cls):  # else PyTorch wraps the method to keep torch.compile out, and that
-                    return False  # imports torch._dynamo on the first call: seconds, inside the first check's limit
+# The two modes' classes are made from PyTorch's own (this module never imports it): each builder makes a new class,
+# and the two caches below keep the first one a process makes.
 
-                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                    if "backward" in getattr(func, "__name__", ""):
-                        raise ShortcutRefused(_message("torch.autograd"))
-                    return func(*args, **(kwargs or {}))
-
-            _DISPATCH_MODE.append(RefusingBackwardKernels)
-    return _DISPATCH_MODE[0]() if _DISPATCH_MODE[0] is not None else nullcontext()
-
-
-_DISPATCH_MODE = []  # the dispatch mode's class, made once PyTorch is imported (or None where there is none)
-
-
-_TORCH_MODE = []  # the mode's class, made once PyTorch is imported (this module never imports it)
-
-
-def _torch_mode_class(torch):
-    if _TORCH_MODE:
-        return _TORCH_MODE[0]
+def _make_function_mode(torch):
+    """A ``TorchFunctionMode`` class: thread-local, as PyTorch's ``no_grad`` is; it sees every torch call made while
+    it is active, and refuses one made from inside one of the refused parts of PyTorch (TORCH), or one of their
+    functions called directly."""
 
     class RefusingTorchShortcuts(torch.overrides.TorchFunctionMode):
         """Refuses a torch call made from inside one of the refused parts of PyTorch (TORCH), or one of their
@@ -248,7 +229,7 @@ def _torch_mode_class(torch):
             for name in self.names:
                 if called in TORCH[name][2]:
                     return name
-            frame = sys._getframe(2)
+            frame = sys._getframe()  # up from here to the frame that opened the block: is one in PyTorch's source?
             while frame is not None and frame is not self.outer:
                 filename = frame.f_code.co_filename
                 if filename.startswith(self.root):
@@ -259,8 +240,33 @@ def _torch_mode_class(torch):
                 frame = frame.f_back
             return ""
 
-    _TORCH_MODE.append(RefusingTorchShortcuts)
     return RefusingTorchShortcuts
+
+
+def _make_kernel_mode():
+    """A ``TorchDispatchMode`` class (thread-local, like the function mode) that refuses every ATen operator whose
+    name has "backward" in it: the kernels autograd runs (``torch.ops.aten.tanh_backward``, ``nll_loss_backward``,
+    ``native_layer_norm_backward``, ``_log_softmax_backward_data`` ...), whether called by name or through a
+    ``grad_fn`` node called by hand, which the function mode does not see. No forward operator has it in its name.
+    (Every PyTorch that installs on the Pythons haaw supports, 2.0 and later, has both kinds of mode.) Called only
+    once PyTorch is imported."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RefusingBackwardKernels(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls):  # else PyTorch wraps the method to keep torch.compile out, and that
+            return False  # imports torch._dynamo on the first call: seconds, inside the first check's limit
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if "backward" in func.__name__:  # an operator's overload, always named ("tanh_backward.default")
+                raise ShortcutRefused(_message("torch.autograd"))
+            return func(*args, **(kwargs or {}))
+
+    return RefusingBackwardKernels
+
+
+_function_mode = functools.cache(_make_function_mode)
+_kernel_mode = functools.cache(_make_kernel_mode)
 
 
 def while_refusing(fn, names: Iterable[str]):
