@@ -144,7 +144,14 @@ class Checkpoint(Function):
         # with, so the memory tracker, which counts those, leaves it out, as PyTorch's memory of activations does
         ctx.rng = pickle.dumps([get() for get, _ in RANDOM_SOURCES]) if preserve_rng_state else None
         kept = []  # selective: the results of the operations named in save, kept for the recomputation
-        with no_grad(), hooks.selecting(save, kept, "keep"):  # nothing inside is recorded, so nothing inside is saved
+        outside = ctx.outside = _Outside()
+
+        def note(op, op_ctx, used, result):  # nothing made inside requires grad (no_grad): what does came from outside
+            for t in used:
+                if t.requires_grad and t._parents and all(t is not u for u in outside.tensors):
+                    outside.tensors.append(t)
+
+        with no_grad(), hooks.selecting(save, kept, "keep"), hooks.registered("forward", note):
             out = fn(*(wrap(a) if t else a for a, t in zip(inputs, tensors) if t is not None))
         ctx.save, ctx.kept = tuple(save), kept
         if not isinstance(out, Tensor):
@@ -166,15 +173,54 @@ class Checkpoint(Function):
               hooks.selecting(getattr(ctx, "save", ()), kept, "reuse")):
             # this time recorded; the kept results reused, not computed again
             again = ctx.fn(*(a for a, t in zip(fresh, tensors) if t is not None))
+        outside = getattr(ctx, "outside", None)
+        cut = outside.tensors if outside is not None else []
+        if outside is not None:
+            outside.grads = [None] * len(cut)
         if again.requires_grad:
-            # fn may use a tensor computed outside it (an intermediate of the enclosing graph): this pass sends
-            # it fn's share and on to its parents, as PyTorch's does, but its .grad is the enclosing pass's
-            # running sum, which this pass would reset: keep every intermediate's .grad as it was
-            kept = [(node, node.grad) for node in topological_order(again) if node._parents]
-            again.backward(g)  # parameters inside fn, and leaves fn captured, receive their gradients here
-            for node, grad in kept:
-                node.grad = grad
+            # the intermediates of the enclosing graph that fn uses are parents of this node (Checkpoint.apply): this
+            # pass stops at them, as at leaves, and hands their shares to the enclosing pass, which adds them to
+            # the rest and runs their hooks once on the sum, as PyTorch's one pass does
+            was = [(t, t._parents, t.grad, t._hooks) for t in cut]
+            try:
+                for t in cut:
+                    t._parents, t.grad, t._hooks = (), None, ()
+                # an intermediate of the enclosing graph this pass reaches all the same (fn, run again, used one the
+                # forward pass did not see) holds the enclosing pass's running sum, which this pass would reset
+                kept = [(node, node.grad) for node in topological_order(again) if node._parents]
+                again.backward(g)  # parameters inside fn, and leaves fn captured, receive their gradients here
+                for node, grad in kept:
+                    node.grad = grad
+                if outside is not None:
+                    outside.grads = [t.grad for t in cut]  # Checkpoint.apply's backward sends them on
+            finally:
+                for t, parents, grad, handles in was:
+                    t._parents, t.grad, t._hooks = parents, grad, handles
         return (None, *(t.grad if isinstance(t, Tensor) else None for t in fresh))
+
+    @classmethod
+    def apply(cls, fn, *inputs, **params):
+        """``Function.apply``, then the intermediates of the enclosing graph that fn used (found as it ran) become
+        parents of the result too, as they are of PyTorch's: the enclosing pass then reaches them through it."""
+        out = super().apply(fn, *inputs, **params)
+        ctx = out._ctx
+        if ctx is None or not ctx.outside.tensors:  # not recorded (no_grad), or fn used nothing from outside
+            return out
+        out._parents = (*out._parents, *ctx.outside.tensors)
+        ctx.needs_input_grad = (*ctx.needs_input_grad, *(True,) * len(ctx.outside.tensors))
+        per_argument = ctx.op.vjp_all  # an Op of this call's own (Function.apply makes one per call)
+        ctx.op.vjp_all = lambda c, g: [*per_argument(c, g), *c.outside.grads]  # backward puts them there
+        return out
+
+
+class _Outside:
+    """The intermediates of the enclosing graph that a checkpoint's fn used. Not saved by the checkpoint (the
+    enclosing graph holds them): kept in slots, where the memory tracker, which reads what ctx holds, does not look."""
+
+    __slots__ = ("tensors", "grads")
+
+    def __init__(self):
+        self.tensors, self.grads = [], []
 
 
 def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool | None = None,
@@ -182,8 +228,8 @@ def checkpoint(fn, *inputs, preserve_rng_state: bool = True, use_reentrant: bool
     """``fn(*inputs)``, with its activations recomputed during backward instead of stored.
 
     ``fn`` may use tensors from outside (a weight, or an intermediate of the enclosing graph): their gradients
-    are right, each path counted once, as in PyTorch. Such an intermediate's ``.grad`` then holds only what
-    the enclosing pass sent it; fn's share went on to its parents during the recomputation. Inputs that are not
+    are right, each path counted once, as in PyTorch. Such an intermediate becomes a parent of the result, as in
+    PyTorch's graph, so its hooks run once, on the sum of fn's share and the rest. Inputs that are not
     Tensors (a dim, a flag, a float) reach ``fn`` as they are. The recomputation sees the random state the forward
     pass saw (NumPy's global generator and haaw's), unless ``preserve_rng_state=False``, as in PyTorch.
     ``use_reentrant`` is accepted for PyTorch's spelling; haaw's checkpoint is PyTorch's non-reentrant one.

@@ -17,8 +17,21 @@ def test_a_checkpoint_that_captures_an_outer_intermediate_counts_each_path_once(
     (inner + outer if checkpoint_first else outer + inner).backward()
     np.testing.assert_array_equal(x.grad, [8.0, 12.0])
     np.testing.assert_array_equal(z.grad, [2.0, 4.0])
-    # h's .grad holds what the enclosing pass sent it (the docstring of checkpoint); fn's share z went on to x
-    np.testing.assert_array_equal(h.grad, [1.0, 1.0])
+    # h is a parent of the checkpoint's result, as in PyTorch's graph: its .grad is the sum of both paths, 1 + z
+    # (PyTorch's h.retain_grad() gives [4, 6] too)
+    np.testing.assert_array_equal(h.grad, [4.0, 6.0])
+
+
+def test_a_hook_on_an_intermediate_a_checkpoint_uses_sees_the_sum_of_both_paths_once():
+    """Hand values: L = Σ z·h + Σ h with h = 2x, so dL/dh = z + 1 = [4, 6], and the hook sees that once. It saw
+    [3, 5] in the recomputation's pass, then [1, 1] in the enclosing one, as PyTorch's one pass never does."""
+    x, z = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 5.0], requires_grad=True)
+    h = x * 2
+    seen = []
+    h.register_hook(lambda g: seen.append(g.tolist()))
+    (haaw.checkpoint(lambda t: t * h, z).sum() + h.sum()).backward()
+    assert seen == [[4.0, 6.0]]
+    np.testing.assert_array_equal(x.grad, [8.0, 12.0])
 
 
 def test_two_checkpoints_sharing_a_captured_intermediate_match_pytorch():
