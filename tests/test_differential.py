@@ -772,6 +772,45 @@ def test_hooks_on_intermediates_nested_checkpoints_use_run_once_as_torch_s():
     assert our_calls == their_calls == ["g", "h"]
     np.testing.assert_allclose(ours, theirs, rtol=1e-9)
 
+
+@pytest.mark.parametrize("other_path", [False, True], ids=["only through the Function", "and another path"])
+def test_hooks_on_tensors_a_function_sends_no_gradient_are_called_with_none_as_torch_s(other_path):
+    """A Function's backward returns None for b, computed from b0 through b1: torch calls the hooks of b, b1 and b0,
+    in that order, each with None (haaw called none of them); with another path to b, once with its gradient."""
+    a_data, b_data = np.array([1.0, 2.0]), np.array([0.3, -0.4])
+
+    def build(lib):
+        make = (lambda d: Tensor(d.copy(), requires_grad=True)) if lib is haaw else as_torch
+        base = haaw.Function if lib is haaw else torch.autograd.Function
+
+        class Drop(base):  # a·2 + b, whose backward gives b nothing
+            @staticmethod
+            def forward(ctx, a, b):
+                return a * 2 + b
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, None
+
+        a, b0 = make(a_data), make(b_data)
+        b1 = b0 * 3.0
+        b = b1.tanh()
+        seen = []
+        for name, t in (("b0", b0), ("b1", b1), ("b", b)):
+            t.register_hook(lambda g, name=name: seen.append((name, None if g is None else np.array(
+                g if lib is haaw else g.numpy()))))
+        loss = Drop.apply(a, b).sum()
+        (loss + b.sum() if other_path else loss).backward()
+        return seen, b0.grad
+
+    (ours, our_grad), (theirs, their_grad) = build(haaw), build(torch)
+    assert [name for name, _ in ours] == [name for name, _ in theirs] == ["b", "b1", "b0"]
+    for (name, g), (_, tg) in zip(ours, theirs):
+        assert (g is None) == (tg is None) == (not other_path), name
+        if tg is not None:
+            np.testing.assert_allclose(g, tg, rtol=1e-9)
+    assert (our_grad is None) == (their_grad is None)
+
 @FEW
 @given(op=st.sampled_from(["mul", "div", "matmul", "linear", "add"]), wants=st.sampled_from([(1, 0), (0, 1), (1, 1)]),
        edited=st.sampled_from([0, 1, "out"]), seed=st.integers(0, 2**16))

@@ -90,7 +90,7 @@ def backward(root: Node, seed, on_step=None) -> list:
             parents = node._parents
             if not parents:
                 continue
-            if hooked and node in hooked and node.grad is not None:  # all of its gradient has arrived
+            if hooked and node in hooked:  # all of its gradient has arrived (None: none did, and hooks hear so)
                 node.grad = node._run_hooks(node.grad)
             upstream = node.grad
             if upstream is None:  # no gradient reached it (a Function gave None for it): nothing to pass on
@@ -102,7 +102,9 @@ def backward(root: Node, seed, on_step=None) -> list:
             if on_step is not None:
                 on_step(node, upstream, contributions)
         for leaf, earlier in held.items():  # last: a checkpoint's recomputation may add to a leaf it captured
-            grad = None if leaf.grad is None else leaf._run_hooks(leaf.grad)
+            # a leaf switched off with requires_grad_(False) since the forward pass is left alone (PyTorch hands
+            # its hooks the gradient it then drops; haaw never computes it)
+            grad = leaf._run_hooks(leaf.grad) if leaf.requires_grad else None
             leaf.grad = earlier if grad is None else grad if earlier is None else earlier + grad
     except BaseException:
         for leaf, earlier in held.items():  # a hook or an operation failed: the hooked leaves keep what they had

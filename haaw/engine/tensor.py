@@ -301,8 +301,9 @@ class Tensor:
         a leaf's before it is added to ``.grad``, an intermediate's before it flows on to its parents. ``grad`` is
         a read-only NumPy array (haaw's gradients are arrays); a hook that returns an array (or a Tensor) of the
         same shape replaces the gradient, one that returns None leaves it. Hooks run in the order they were
-        registered, each on what the one before returned, as PyTorch's ``Tensor.register_hook``. Returns a handle:
-        ``handle.remove()`` unregisters the hook."""
+        registered, each on what the one before returned, as PyTorch's ``Tensor.register_hook``. A tensor the pass
+        reaches but sends no gradient (a Function's backward returned None for it) has its hooks called with None,
+        and they must return None, as in PyTorch. Returns a handle: ``handle.remove()`` unregisters the hook."""
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient (as PyTorch "
                                "says): no gradient will ever reach it. Make the leaf with requires_grad=True, "
@@ -313,8 +314,19 @@ class Tensor:
         self._hooks = (*self._hooks, handle)
         return handle
 
-    def _run_hooks(self, grad: np.ndarray) -> np.ndarray:
-        """``grad`` after every hook registered on this tensor, in order (autograd.backward calls this)."""
+    def _run_hooks(self, grad: np.ndarray | None) -> np.ndarray | None:
+        """``grad`` after every hook registered on this tensor, in order (autograd.backward calls this). ``grad``
+        None: the pass reached this tensor but sent it no gradient (a Function's backward returned None for it, or
+        for a tensor computed from it); each hook is called with None, as PyTorch's are, and must return None."""
+        if grad is None:
+            for handle in self._hooks:
+                if handle.hook(None) is not None:
+                    raise RuntimeError(f"the hook {getattr(handle.hook, '__name__', handle.hook)!s:.40} returned a "
+                                       "gradient where it was given None: no gradient reached this tensor (a "
+                                       "Function's backward returned None for it), and a hook cannot make one up. "
+                                       "Return None when given None: `lambda g: None if g is None else ...` "
+                                       "(PyTorch refuses too: \"can't replace a None gradient with a non-None value\")")
+            return None
         for handle in self._hooks:
             seen = np.asarray(grad).view()
             seen.flags.writeable = False  # the array may be another tensor's .grad too: replace it, never edit it

@@ -543,10 +543,29 @@ def test_a_hooked_leaf_that_this_pass_sends_nothing_keeps_what_it_held_as_in_pyt
     x.grad as it was, and w gets its gradient."""
     x, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0, 1.0], requires_grad=True)
     x.grad = np.array([5.0, 5.0])
-    x.register_hook(lambda g: g * 10)
+    seen = []
+    x.register_hook(lambda g: seen.append(g) or (None if g is None else g * 10))
     (_drop_function().apply(x) * w).sum().backward()
+    assert seen == [None]  # called, with None, as PyTorch calls it
     np.testing.assert_array_equal(x.grad, [5.0, 5.0])
     np.testing.assert_array_equal(w.grad, [1.0, 2.0])
+
+
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "intermediate"])
+def test_a_hook_given_none_may_not_return_a_gradient_as_in_pytorch(leaf):
+    """PyTorch: "can't replace a None gradient with a non-None value". A leaf keeps what it held."""
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    x.grad = np.array([5.0, 5.0])
+    h = x if leaf else x * 3
+
+    def makes_one_up(g):
+        return np.ones(2)
+
+    h.register_hook(makes_one_up)
+    with pytest.raises(RuntimeError, match=r"the hook makes_one_up returned a gradient where it was given None.*"
+                                           r"lambda g: None if g is None else"):
+        _drop_function().apply(h).sum().backward()
+    np.testing.assert_array_equal(x.grad, [5.0, 5.0])
 
 
 def test_a_hook_that_fails_leaves_its_leaf_s_earlier_gradient_as_it_was_as_in_pytorch():
