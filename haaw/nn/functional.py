@@ -276,6 +276,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                   "each attention weight with that probability while training. Pass dropout_p=0.0 "
                                   "(the fifth argument is dropout_p, as in PyTorch; is_causal comes after it)")
     _tensors("scaled_dot_product_attention", query=query, key=key, value=value)
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise RuntimeError(f"attention: query, key and value need at least 2 axes each, (..., positions, features), "
+                           f"as in PyTorch; got query {query.shape}, key {key.shape}, value {value.shape}. One vector "
+                           "of d features is one position: write it as t.reshape(1, d)")
     d_k = query.shape[-1]
     mask, added = _attention_mask(attn_mask)
     if key.shape[-1] != d_k:
@@ -289,8 +293,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise TypeError("attention: your attention_backward takes a boolean mask (True: may attend); this call "
                         "passes a floating-point mask, which is added to the scores")
     scale = 1.0 / float(np.sqrt(d_k)) if scale is None else scale
-    problem = checks.shape_error("matmul", (query.data, np.swapaxes(key.data, -1, -2)) if key.ndim >= 2 else
-                                 (query.data, key.data))
+    problem = checks.shape_error("matmul", (query.data, np.swapaxes(key.data, -1, -2)))
     if problem:  # the product query @ keyᵀ cannot be formed: say so before any mask is fitted to it
         raise ValueError(f"attention: {problem}")
     scores_shape = (*np.broadcast_shapes(query.shape[:-2], key.shape[:-2]), query.shape[-2], key.shape[-2])
