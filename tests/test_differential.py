@@ -642,7 +642,7 @@ def test_max_over_an_empty_axis_is_refused_as_pytorch_refuses_it(shape, dim):
 
 @pytest.mark.parametrize("entries", [
     "0-d float64", "0-d float32", "0-d int32", "0-d requires grad", "one-entry 1-d", "nested", "in a tuple",
-    "several entries"])
+    "several entries", "nested one-entry 1-d", "nested one-entry float32", "nested one-entry 2-d", "three levels"])
 def test_a_list_of_tensors_makes_a_tensor_as_torch_tensor_does(entries):
     """haaw.tensor([Tensor(1.), Tensor(2.)]) was refused ("setting an array element with a sequence"); torch.tensor
     reads each tensor of a list as its one number, keeping its dtype, and refuses a tensor of several numbers."""
@@ -656,7 +656,13 @@ def test_a_list_of_tensors_makes_a_tensor_as_torch_tensor_does(entries):
                 "one-entry 1-d": lambda: [t([1.5], "float64"), t([2.5], "float64")],
                 "nested": lambda: [[t(1.0, "float64"), t(2.0, "float64")], [t(3.0, "float64"), t(4.0, "float64")]],
                 "in a tuple": lambda: (t(1.0, "float64"), t(2.0, "float64")),
-                "several entries": lambda: [t([1.0, 2.0], "float64"), t([3.0, 4.0], "float64")]}[entries]()
+                "several entries": lambda: [t([1.0, 2.0], "float64"), t([3.0, 4.0], "float64")],
+                # NumPy read these tensors as arrays, one axis more each: shape (2, 1, 1) where torch gives (2, 1)
+                "nested one-entry 1-d": lambda: [[t([1.5], "float64")], [t([2.5], "float64")]],
+                "nested one-entry float32": lambda: [[t([1.5], "float32"), t([3.0], "float32")],
+                                                     [t([2.5], "float32"), t([4.0], "float32")]],
+                "nested one-entry 2-d": lambda: [[t([[1.5]], "float64")], [t([[2.5]], "float64")]],
+                "three levels": lambda: [[[t([1.0], "float64")]], [[t([2.0], "float64")]]]}[entries]()
 
     try:
         with warnings.catch_warnings():
@@ -667,6 +673,7 @@ def test_a_list_of_tensors_makes_a_tensor_as_torch_tensor_does(entries):
             haaw.tensor(make(haaw))
         return
     ours = haaw.tensor(make(haaw))
+    assert ours.shape == tuple(theirs.shape)
     np.testing.assert_array_equal(ours.data, theirs.numpy())
     assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.") and not ours.requires_grad
 

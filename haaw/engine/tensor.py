@@ -180,6 +180,10 @@ class Tensor:
                 array = np.array(_entries(data), dtype=dtype)
             else:
                 raise TypeError(f"Tensor needs numbers in a regular shape; got {type(data).__name__}: {err}") from None
+        else:  # [[Tensor([1.])], [Tensor([2.])]]: NumPy gives each tensor its axes, torch reads it as one number;
+            # the whole list is walked only when NumPy found more axes than the lists give
+            if isinstance(data, (list, tuple)) and array.ndim > _list_depth(data) and _holds_tensor(data):
+                array = np.array(_entries(data), dtype=dtype)
         problem = checks.number_format_error(array.dtype)
         if problem:
             raise TypeError(problem)
@@ -686,6 +690,15 @@ class RemovableHandle:
     def __exit__(self, *exc):
         self.remove()
         return False
+
+
+def _list_depth(data) -> int:
+    """How many lists (or tuples) deep ``data``'s first number is: the axes the lists alone give. NumPy's array having
+    more means something inside (a tensor, an array) gave axes of its own."""
+    depth = 0
+    while isinstance(data, (list, tuple)) and data:
+        data, depth = data[0], depth + 1
+    return depth
 
 
 def _holds_tensor(data) -> bool:
