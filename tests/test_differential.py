@@ -872,3 +872,61 @@ def test_an_input_edited_in_place_is_refused_only_where_a_wanted_gradient_reads_
                 assert g is None, name
             else:
                 compare(g, tg.T if (op == "linear" and name == "w") else tg, f"d/d{name}")
+
+
+# --- PyTorch habits on a Tensor, found by trying them on both sides: the same results, gradients and refusals ----
+HABITS = [
+    # var and std read their arguments in PyTorch's order (dim, unbiased, keepdim): x.var(0, False) was the unbiased
+    # variance with keepdim=False in haaw, silently, and x.var(0, True) kept the axis
+    "x.var(0, False)", "x.std(0, False)", "x.var(False)", "x.std(True)", "x.var(0, True, True)",
+    "x.var(dim=1, unbiased=False)", "x.std(1, keepdim=True)", "x.var(1, correction=0)",
+]
+
+
+@pytest.mark.parametrize("code", HABITS)
+def test_a_pytorch_habit_on_a_tensor_gives_torch_s_result_and_gradient(code):
+    """Each was missing (an AttributeError), or, for var and std, read its second argument as keepdim where torch
+    reads unbiased. Compared: the value, shape and dtype; then, for a result in the graph, the gradients."""
+    data = {"x": np.random.default_rng(5).standard_normal((4, 3)),
+            "z": np.random.default_rng(6).standard_normal((2, 3, 4))}
+
+    def run(lib):
+        ns = {name: Tensor(a.copy(), requires_grad=True) if lib is haaw else as_torch(a) for name, a in data.items()}
+        out = eval(code, {"F32": np.float32 if lib is haaw else torch.float32}, ns)
+        grads = None
+        if getattr(out, "requires_grad", False):
+            up = np.random.default_rng(7).standard_normal(tuple(out.shape))
+            out.backward(up if lib is haaw else torch.tensor(up, dtype=out.dtype))
+            grads = [np.asarray(t.grad if lib is haaw else t.grad.numpy()) if t.grad is not None else None
+                     for t in ns.values()]
+        if isinstance(out, (Tensor, torch.Tensor)):
+            out = (np.asarray(out.data if lib is haaw else out.detach().numpy()), str(out.dtype).removeprefix("torch."))
+        return out, grads
+
+    (ours, our_grads), (theirs, their_grads) = run(haaw), run(torch)
+    if isinstance(theirs, tuple):
+        assert ours[1] == theirs[1] and ours[0].shape == theirs[0].shape, (ours, theirs)
+        np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6 if theirs[1] == "float32" else 1e-12)
+    else:
+        assert type(ours) is type(theirs)  # a list, a float, an int
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    assert (our_grads is None) == (their_grads is None)
+    for g, tg in zip(our_grads or (), their_grads or ()):
+        assert (g is None) == (tg is None)
+        if tg is not None:
+            np.testing.assert_allclose(g, tg, rtol=1e-6)
+
+
+@pytest.mark.parametrize("code, error", [
+    ("x.var(0, True, correction=0)", TypeError), ("x.var(0, 1)", TypeError), ("x.var(False, True)", TypeError)])
+def test_a_pytorch_habit_torch_refuses_is_refused_in_haaw_by_name(code, error):
+    """haaw's refusals are its own words, and of the same kind as torch's where the habit is a value error (a tensor
+    of several numbers given where one is wanted); the expand of a length-4 axis to 3 is a ValueError in haaw."""
+    data = np.random.default_rng(5).standard_normal((4, 3))
+    with pytest.raises((error, TypeError)):
+        eval(code, {}, {"x": as_torch(data)})
+    ours = ValueError if code.startswith("x.expand") else error
+    with pytest.raises(ours) as refused:
+        eval(code, {}, {"x": Tensor(data.copy(), requires_grad=True)})
+    name = code.split("(")[0].removeprefix("x.")
+    assert name in str(refused.value) or "unbiased" in str(refused.value), str(refused.value)

@@ -124,6 +124,25 @@ def numpy_extras(what: str, dtype, out) -> None:
         raise TypeError(f"{what}: haaw takes no dtype= or out= (convert with .to(dtype) first)")
 
 
+def correction(dim, unbiased, correction, what: str) -> int:
+    """var's and std's divisor N − correction from PyTorch's arguments: ``unbiased`` (True: 1, False: 0), which may
+    come first (``x.var(False)``) or second (``x.var(0, False)``), or ``correction``; 1 if neither is given."""
+    if isinstance(dim, (bool, np.bool_)):  # x.var(False): the bool is unbiased, as in PyTorch
+        if unbiased is not None:
+            raise TypeError(f"{what}: the first argument is a bool, read as unbiased (PyTorch's {what}(unbiased)); "
+                            "then give no second one. For dim and unbiased write x.var(0, False)")
+        unbiased = dim
+    if unbiased is None:
+        return 1 if correction is None else correction
+    if not isinstance(unbiased, (bool, np.bool_)):
+        raise TypeError(f"{what}: the second argument is unbiased, a bool, as in PyTorch (got {unbiased!r}); keepdim "
+                        f"comes third, or by name: x.{what}(0, keepdim=True)")
+    if correction is not None:
+        raise TypeError(f"{what}: give unbiased= or correction=, not both (PyTorch refuses both too); "
+                        "unbiased=False is correction=0")
+    return int(unbiased)
+
+
 def keep(keepdim, keepdims) -> bool:
     return bool(keepdim if keepdims is None else keepdims)
 

@@ -491,17 +491,24 @@ class Tensor:
             checks.empty_reduction(self, dims, "max")
         return apply("max", self, dim=dims, keepdim=checks.keep(keepdim, keepdims))
 
-    def var(self, dim=None, keepdim=False, *, correction=1):
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
         """The variance: the mean squared distance from the mean, dividing by N − correction (1 by default,
-        as PyTorch's: the unbiased estimate from a sample; correction=0 is NumPy's default)."""
+        as PyTorch's: the unbiased estimate from a sample; correction=0 is NumPy's default). The arguments are in
+        PyTorch's order: ``x.var(0, False)`` is the biased variance over axis 0 (``unbiased=False`` is
+        ``correction=0``), ``x.var(False)`` over every axis, and ``keepdim`` comes third."""
+        correction = checks.correction(dim, unbiased, correction, "var")
+        if isinstance(dim, (bool, np.bool_)):  # x.var(False): PyTorch's var(unbiased)
+            dim = None
         dims = checks.dims(self, dim, None, "var")
         count = math.prod(n for i, n in enumerate(self.shape) if dims is None or i in dims)
         centred = self - self.mean(dim=dims, keepdim=True)
         return (centred * centred).sum(dim=dims, keepdim=keepdim) / max(count - correction, 0)
 
-    def std(self, dim=None, keepdim=False, *, correction=1):
-        """The standard deviation: the square root of ``var`` (the same ``correction``)."""
-        return self.var(dim, keepdim, correction=correction) ** 0.5
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        """The standard deviation: the square root of ``var`` (the same arguments, in PyTorch's order)."""
+        correction = checks.correction(dim, unbiased, correction, "std")
+        return self.var(None if isinstance(dim, (bool, np.bool_)) else dim, keepdim=keepdim,
+                        correction=correction) ** 0.5
 
     def softmax(self, dim=-1, *, axis=None):
         return apply("softmax", self, dim=checks.one_dim(self, dim, axis, "softmax"))

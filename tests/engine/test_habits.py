@@ -140,3 +140,16 @@ def test_every_leaf_keeps_a_gradient_array_of_its_own():
     y = x.reshape(3, 2)
     y.sum().backward()
     assert not np.shares_memory(x.grad, y.grad)
+
+
+def test_var_and_std_read_a_second_positional_argument_as_unbiased_as_pytorch_does():
+    """By hand: [[1, 2], [3, 6]] down axis 0 has squared distances 1 + 1 and 4 + 4: biased variances [1, 4],
+    unbiased [2, 8]. haaw read x.var(0, False) as keepdim=False and gave [2, 8]."""
+    x = Tensor([[1.0, 2.0], [3.0, 6.0]])
+    assert x.var(0, False).data.tolist() == [1.0, 4.0] and x.std(0, False).data.tolist() == [1.0, 2.0]
+    assert x.var(0, True).data.tolist() == [2.0, 8.0] and x.var(0, True, True).shape == (1, 2)
+    assert x.var(False).item() == pytest.approx(np.var(x.data)) and x.var(0, keepdim=True).shape == (1, 2)
+    with pytest.raises(TypeError, match=r"var: the second argument is unbiased, a bool.*x\.var\(0, keepdim=True\)"):
+        x.var(0, 1)
+    with pytest.raises(TypeError, match="std: give unbiased= or correction=, not both"):
+        x.std(0, True, correction=0)

@@ -593,7 +593,7 @@ def test_var_and_std_divide_by_n_minus_the_correction_as_numpy_s_ddof(dim, keepd
         pytest.skip("2 rows, correction 2: N − correction = 0, below")
     x = Tensor(X24)
     expected = np.var(X24, axis=dim, ddof=correction, keepdims=keepdim)
-    v, s = x.var(dim, keepdim, correction=correction), x.std(dim, keepdim, correction=correction)
+    v, s = x.var(dim, keepdim=keepdim, correction=correction), x.std(dim, keepdim=keepdim, correction=correction)
     assert v.shape == expected.shape == s.shape
     np.testing.assert_allclose(v.data, expected, rtol=1e-13)
     np.testing.assert_allclose(s.data, np.sqrt(expected), rtol=1e-13)
@@ -611,7 +611,7 @@ def test_var_s_default_is_pytorch_s_unbiased_estimate_and_its_gradient_is_pytorc
     t = torch.tensor(X24, requires_grad=True)
     ours = Tensor(X24, requires_grad=True)
     (t.std(dim=1, keepdim=True, correction=0) * torch.tensor([[1.0], [3.0]], dtype=torch.float64)).sum().backward()
-    (ours.std(1, True, correction=0) * Tensor([[1.0], [3.0]])).sum().backward()
+    (ours.std(1, keepdim=True, correction=0) * Tensor([[1.0], [3.0]])).sum().backward()
     np.testing.assert_allclose(ours.grad, t.grad.numpy(), rtol=1e-12)
 
 
@@ -995,7 +995,7 @@ def test_where_with_a_number_first_takes_the_tensor_s_format_and_a_list_for_the_
 def test_std_s_defaults_and_var_s_refusal_by_name():
     x = Tensor([1.0, 2.0, 3.0, 4.0])
     assert x.std().item() == pytest.approx((5 / 3) ** 0.5, rel=1e-15) and x.std().shape == ()
-    assert x.std(0).shape == () and x.std(0, True).shape == (1,)
+    assert x.std(0).shape == () and x.std(0, True, True).shape == (1,)  # PyTorch's order: dim, unbiased, keepdim
     assert _message_of(IndexError, lambda: Tensor([1.0, 2.0]).var(dim=5)) == (
         "var: dim 5 is out of range for a tensor of shape (2,) (expected an integer from -1 to 0)")
 
