@@ -880,6 +880,12 @@ HABITS = [
     # variance with keepdim=False in haaw, silently, and x.var(0, True) kept the axis
     "x.var(0, False)", "x.std(0, False)", "x.var(False)", "x.std(True)", "x.var(0, True, True)",
     "x.var(dim=1, unbiased=False)", "x.std(1, keepdim=True)", "x.var(1, correction=0)",
+    "x.unsqueeze(-1)", "x.unsqueeze(0)", "x.unsqueeze(1)", "x.squeeze(0)", "x[:1].squeeze(0)", "x[:1].squeeze()",
+    "x[:1].squeeze((0, 1))", "x.flatten()", "z.flatten(1)", "z.flatten(0, 1)", "x.sum().flatten()",
+    "x.expand(2, 4, 3)", "x[:, :1].expand(-1, 3)", "x[:1].expand((4, 3))",
+    "x.argmax()", "x.argmax(dim=1)", "x.argmin(0, keepdim=True)", "x.argmax(keepdim=True)", "x.sum().argmax(dim=0)",
+    "x.sum(dtype=F32)", "x.mean(0, dtype=F32)", "x.new_zeros((2, 2))", "x.new_ones(3)", "x.new_full((2,), 7.0)",
+    "x.dim()", "x.tolist()", "x.sum().tolist()", "float(x[0, 0])", "int(x[1, 2] * 3)",
 ]
 
 
@@ -918,7 +924,10 @@ def test_a_pytorch_habit_on_a_tensor_gives_torch_s_result_and_gradient(code):
 
 
 @pytest.mark.parametrize("code, error", [
-    ("x.var(0, True, correction=0)", TypeError), ("x.var(0, 1)", TypeError), ("x.var(False, True)", TypeError)])
+    ("x.item()", RuntimeError), ("float(x)", ValueError), ("int(x[0])", ValueError),
+    ("x.var(0, True, correction=0)", TypeError), ("x.var(0, 1)", TypeError), ("x.var(False, True)", TypeError),
+    ("x.unsqueeze(3)", IndexError), ("x.expand(3, 3)", RuntimeError), ("x.flatten(1, 0)", RuntimeError),
+    ("x.sum(out=x)", TypeError)])
 def test_a_pytorch_habit_torch_refuses_is_refused_in_haaw_by_name(code, error):
     """haaw's refusals are its own words, and of the same kind as torch's where the habit is a value error (a tensor
     of several numbers given where one is wanted); the expand of a length-4 axis to 3 is a ValueError in haaw."""

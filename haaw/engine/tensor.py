@@ -352,6 +352,12 @@ class Tensor:
         t._vc = self._vc  # an in-place edit of the detached tensor is an edit of this one
         return t
 
+    def detach_(self) -> "Tensor":
+        """Cut this tensor off from the graph in place (it becomes a leaf that does not require grad), as
+        PyTorch's ``detach_``; returns it."""
+        self._parents, self._ctx, self.requires_grad = (), None, False
+        return self
+
     # --- arithmetic ----------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """``ndarray + tensor``, ``np.float64(2) * tensor``, ``np.exp(tensor)``: done by the Tensor, recorded."""
@@ -473,14 +479,24 @@ class Tensor:
         """Every entry moved into [min, max] (either bound may be left out), as PyTorch's ``clamp``."""
         if min is None and max is None:
             raise ValueError("clamp: give min, max or both (as PyTorch asks)")
+        if isinstance(min, (Tensor, np.ndarray)) or isinstance(max, (Tensor, np.ndarray)):
+            raise TypeError("clamp: haaw's bounds are numbers; PyTorch also takes a tensor of bounds, entry by entry. "
+                            "For those write haaw.where(x < low, low, x) (and haaw.where(x > high, high, x))")
         return apply("clamp", self, min=min, max=max)
 
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
-        checks.numpy_extras("sum", dtype, out)
+        """The sum over ``dim`` (all axes if None). ``dtype=``: computed in that format, as PyTorch's: the same as
+        ``x.to(dtype).sum(...)``."""
+        checks.numpy_extras("sum", dtype, out, takes_dtype=True)
+        if dtype is not None:
+            return self.to(dtype).sum(dim, keepdim, axis=axis, keepdims=keepdims)
         return apply("sum", self, dim=checks.dims(self, dim, axis, "sum"), keepdim=checks.keep(keepdim, keepdims))
 
     def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
-        checks.numpy_extras("mean", dtype, out)
+        """The mean over ``dim`` (all axes if None); ``dtype=`` as for ``sum``."""
+        checks.numpy_extras("mean", dtype, out, takes_dtype=True)
+        if dtype is not None:
+            return self.to(dtype).mean(dim, keepdim, axis=axis, keepdims=keepdims)
         return apply("mean", self, dim=checks.dims(self, dim, axis, "mean"), keepdim=checks.keep(keepdim, keepdims))
 
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
@@ -490,6 +506,27 @@ class Tensor:
         if self.data.size == 0:
             checks.empty_reduction(self, dims, "max")
         return apply("max", self, dim=dims, keepdim=checks.keep(keepdim, keepdims))
+
+    def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """Where the largest entry is (the first, on ties): over everything (an index into the flattened tensor)
+        or along ``dim``; int64, outside the graph, as in PyTorch."""
+        return self._arg(np.argmax, dim, keepdim, "argmax")
+
+    def argmin(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """Where the smallest entry is, as ``argmax``."""
+        return self._arg(np.argmin, dim, keepdim, "argmin")
+
+    def _arg(self, find, dim, keepdim, what):
+        if self.data.size == 0:
+            raise RuntimeError(f"{what}() of an empty tensor (shape {self.shape}): there is no entry to point to. "
+                               "PyTorch refuses it too")
+        if dim is None:
+            out = np.asarray(find(self.data))
+            return wrap((out.reshape((1,) * self.ndim) if keepdim else out).astype(np.int64))
+        dims = checks.dims(self, dim, None, what)
+        if dims is None:  # a 0-d tensor: its one entry is at 0
+            return wrap(np.zeros((), dtype=np.int64))
+        return wrap(find(self.data, axis=dims[0], keepdims=keepdim).astype(np.int64))
 
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
         """The variance: the mean squared distance from the mean, dividing by N − correction (1 by default,
@@ -526,6 +563,49 @@ class Tensor:
         return apply("reshape", self, shape=shape)
 
     view = reshape  # PyTorch's view never copies; haaw's reshape copies only where NumPy must
+
+    def unsqueeze(self, dim: int):
+        """A new axis of length 1 at ``dim`` (from -ndim-1 to ndim, as in PyTorch: -1 puts it last)."""
+        n = self.ndim + 1
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)) or not -n <= dim < n:
+            raise IndexError(f"unsqueeze: dim {dim!r} is out of range for a tensor of shape {self.shape} (expected "
+                             f"an integer from {-n} to {n - 1})")
+        shape = list(self.shape)
+        shape.insert(int(dim) % n, 1)
+        return self.reshape(tuple(shape))
+
+    def squeeze(self, dim=None):
+        """The axes of length 1 removed: all of them, or those of ``dim`` (an int or a tuple) that have length 1. An
+        axis of another length named in ``dim`` is left as it is, without error, as PyTorch leaves it."""
+        dims = range(self.ndim) if dim is None else checks.dims(self, dim, None, "squeeze") or ()
+        return self.reshape(tuple(n for i, n in enumerate(self.shape) if not (i in dims and n == 1)))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1):
+        """The axes from ``start_dim`` to ``end_dim`` (both included) joined into one, as PyTorch's ``flatten``;
+        a 0-d tensor becomes shape (1,)."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        (start,), (end,) = checks.dims(self, start_dim, None, "flatten"), checks.dims(self, end_dim, None, "flatten")
+        if start > end:
+            raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape}), "
+                               "which PyTorch refuses too")
+        return self.reshape(self.shape[:start] + (-1,) + self.shape[end + 1:])
+
+    def expand(self, *sizes):
+        """The tensor broadcast to ``sizes`` (-1 keeps an axis; new axes go in front), as PyTorch's ``expand``;
+        backward sums the gradient over the copies. haaw's is a copy, PyTorch's a view of the same memory."""
+        sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+        lead = len(sizes) - self.ndim
+        if lead < 0:
+            raise ValueError(f"expand: {len(sizes)} sizes for a tensor of {self.ndim} axes (shape {self.shape}): "
+                             "give one size for each axis, and more for new leading axes")
+        target = tuple(self.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(sizes))
+        try:
+            np.broadcast_shapes(self.shape, target)
+        except ValueError:
+            raise ValueError(f"expand: a tensor of shape {self.shape} cannot be expanded to {sizes}: only axes of "
+                             "length 1 can grow (as in PyTorch)") from None
+        return self + wrap(np.zeros(target, dtype=self.dtype))  # the add's backward is the sum over the copies
 
     def permute(self, *dims):
         """Reorder all the axes: output axis i is input axis ``dims[i]``."""
@@ -570,6 +650,22 @@ class Tensor:
             return wrap(self.data.astype(dtype))
         return apply("cast", self, dtype=dtype)
 
+    def new_zeros(self, *size) -> "Tensor":
+        """A tensor of zeros of shape ``size``, in this tensor's format, not requiring grad, as PyTorch's."""
+        return self._new(size, 0, "new_zeros")
+
+    def new_ones(self, *size) -> "Tensor":
+        return self._new(size, 1, "new_ones")
+
+    def new_full(self, size, fill_value) -> "Tensor":
+        return self._new((size,), fill_value, "new_full")
+
+    def _new(self, size, value, what) -> "Tensor":
+        size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in size):
+            raise TypeError(f"{what}: the size is whole numbers ≥ 0, as a tuple or one by one; got {size!r}")
+        return wrap(np.full(size, value, dtype=self.dtype))
+
     def float(self):
         return self.to(np.float32)
 
@@ -601,6 +697,14 @@ class Tensor:
 
     def numel(self) -> int:
         return self.data.size
+
+    def dim(self) -> int:
+        """The number of axes (PyTorch's name for ``ndim``)."""
+        return self.data.ndim
+
+    def tolist(self):
+        """The entries as nested Python lists (a 0-d tensor: its number), as PyTorch's ``tolist``."""
+        return self.data.tolist()
 
     def __len__(self) -> int:
         if self.data.ndim == 0:
@@ -664,6 +768,22 @@ class Tensor:
         return self.data
 
     def item(self) -> float:
+        if self.data.size != 1:
+            raise RuntimeError(f"item(): a tensor of shape {self.shape} holds {self.data.size} numbers, not one "
+                               "(PyTorch refuses it too). Reduce it first (x.sum().item()), pick one entry "
+                               "(x[0, 0].item()), or take them all with x.tolist()")
+        return self.data.item()
+
+    def __float__(self) -> float:
+        return float(self._one("float"))
+
+    def __int__(self) -> int:
+        return int(self._one("int"))
+
+    def _one(self, what):
+        if self.data.size != 1:
+            raise ValueError(f"{what}() of a tensor of shape {self.shape}: only a tensor of one number converts to "
+                             "a Python number, as in PyTorch")
         return self.data.item()
 
     def __array__(self, dtype=None, copy=None):

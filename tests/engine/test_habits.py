@@ -126,8 +126,10 @@ def test_numpy_s_reductions_take_a_tensor():
     t = Tensor([1.0, 2.0, 4.0], requires_grad=True)
     np.sum(t).backward()  # NumPy calls t.sum(axis=None, dtype=None, out=None): a Tensor, with its gradient
     assert list(t.grad) == [1.0, 1.0, 1.0] and np.mean(t).item() == pytest.approx(7 / 3) and np.max(t).item() == 4.0
-    with pytest.raises(TypeError, match="sum: haaw takes no dtype= or out="):
-        t.sum(dtype=np.float32)
+    # dtype= computes in that format, as PyTorch's sum(dtype=torch.float32); out= is refused
+    assert t.sum(dtype=np.float32).dtype == np.float32 and t.mean(dtype=np.float16).dtype == np.float16
+    with pytest.raises(TypeError, match="sum: haaw takes no out="):
+        t.sum(out=np.zeros(()))
 
 
 def test_every_leaf_keeps_a_gradient_array_of_its_own():
@@ -153,3 +155,30 @@ def test_var_and_std_read_a_second_positional_argument_as_unbiased_as_pytorch_do
         x.var(0, 1)
     with pytest.raises(TypeError, match="std: give unbiased= or correction=, not both"):
         x.std(0, True, correction=0)
+
+
+def test_the_shape_habits_follow_pytorch_s_rules_and_keep_the_gradient():
+    x = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    assert x.unsqueeze(-1).shape == (2, 3, 1) and x.unsqueeze(0).shape == (1, 2, 3) and x.dim() == 2
+    assert x.squeeze(0).shape == (2, 3) and x[:1].squeeze().shape == (3,)  # an axis not of length 1 stays
+    assert x.flatten().shape == (6,) and Tensor(3.0).flatten().shape == (1,)
+    e = x[:, :1].expand(-1, 4)  # each entry of the column copied 4 times: its gradient is the sum of the 4
+    assert e.data.tolist() == [[0.0] * 4, [3.0] * 4]
+    (e * Tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad, [[10.0, 0.0, 0.0], [10.0, 0.0, 0.0]])
+    assert x.argmax().item() == 5 and x.argmin(dim=1).data.tolist() == [0, 0] and x.argmax().dtype == np.int64
+    y = x * 2
+    assert y.detach_() is y and not y.requires_grad and y._parents == ()
+    assert x.new_zeros(2, 2).data.tolist() == [[0.0, 0.0], [0.0, 0.0]] and x.new_full((1,), 7.0).tolist() == [7.0]
+    assert float(x[1, 2]) == 5.0 and int(x[1, 2]) == 5 and x.sum().tolist() == 15.0
+    with pytest.raises(RuntimeError, match=r"item\(\): a tensor of shape \(2, 3\) holds 6 numbers, not one"):
+        x.item()
+    with pytest.raises(ValueError, match=r"expand: a tensor of shape \(2, 3\) cannot be expanded to \(3, 3\)"):
+        x.expand(3, 3)
+
+
+def test_a_tensor_bound_for_clamp_is_refused_with_what_to_write():
+    x = Tensor([1.0, 5.0])
+    with pytest.raises(TypeError, match=r"clamp: haaw's bounds are numbers.*haaw\.where\(x < low, low, x\)"):
+        x.clamp(min=Tensor([2.0, 2.0]))
+
