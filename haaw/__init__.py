@@ -25,7 +25,32 @@ def __getattr__(name: str):
     """``haaw.__version__``, looked up when first asked for, so that ``import haaw`` reads no metadata."""
     if name == "__version__":
         return _version()
+    if name in _PYTORCH_ONLY:
+        raise AttributeError(f"haaw.{name}: PyTorch has torch.{name}, haaw does not. {_PYTORCH_ONLY[name]}")
     raise AttributeError(f"module 'haaw' has no attribute {name!r}")
+
+
+_LIKE = "haaw.tensor(np.{}(x.data))"  # NumPy makes the array; x.data keeps x's shape and format
+# torch's names a learner reaches for that haaw leaves out, and what to write in haaw instead
+_PYTORCH_ONLY = {
+    **{f"{kind}_like": f"Write {_LIKE.format(kind + '_like')}" for kind in ("zeros", "ones", "empty")},
+    "full_like": "Write haaw.tensor(np.full_like(x.data, value))",
+    "randn_like": "Write haaw.tensor(np.random.default_rng().standard_normal(x.shape).astype(x.dtype))",
+    "zeros": "Write haaw.tensor(np.zeros(shape)), or x.new_zeros(shape) in x's format",
+    "ones": "Write haaw.tensor(np.ones(shape)), or x.new_ones(shape) in x's format",
+    "full": "Write haaw.tensor(np.full(shape, value)), or x.new_full(shape, value)",
+    "arange": "Write haaw.tensor(np.arange(n))",
+    "randn": "Write haaw.tensor(np.random.default_rng(seed).standard_normal(shape))",
+    **{name: f"haaw's formats are NumPy's: write np.{name}" for name in ("float16", "float32", "float64", "int8",
+                                                                         "int16", "int32", "int64", "uint8")},
+    "bool": "haaw's formats are NumPy's: write np.bool_",
+    "bfloat16": 'write the format\'s name, "bfloat16" (x.to("bfloat16"), haaw.tensor(a, dtype="bfloat16"))',
+    "enable_grad": "inside haaw.no_grad(), the operations that must be recorded go outside the block",
+    "set_grad_enabled": "Write `with haaw.no_grad():` for False, and nothing for True",
+    "inference_mode": "Write `with haaw.no_grad():`",
+    "maximum": "Write haaw.where(a > b, a, b)",
+    "minimum": "Write haaw.where(a < b, a, b)",
+}
 
 
 def _version() -> str:

@@ -358,6 +358,13 @@ class Tensor:
         self._parents, self._ctx, self.requires_grad = (), None, False
         return self
 
+    def __getattr__(self, name: str):
+        """Called only for a name a Tensor does not have: a PyTorch name haaw leaves out gets what to write instead."""
+        instead = _PYTORCH_ONLY.get(name)
+        if instead is None:
+            raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+        raise AttributeError(f"Tensor.{name}: PyTorch's tensors have it, haaw's do not. {instead}")
+
     # --- arithmetic ----------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """``ndarray + tensor``, ``np.float64(2) * tensor``, ``np.exp(tensor)``: done by the Tensor, recorded."""
@@ -798,6 +805,48 @@ class Tensor:
                           ", requires_grad=True" if self.requires_grad else "",
                           f", label={self.label!r}" if self.label else ""])
         return f"Tensor({body}{extras})"
+
+
+# PyTorch's Tensor names a learner reaches for that haaw leaves out, and what to write in haaw instead
+_PYTORCH_ONLY = {
+    "values": "haaw's x.max(dim) returns the values themselves, where PyTorch's returns (values, indices): drop "
+              ".values, and take the indices with x.argmax(dim)",
+    "indices": "haaw's x.max(dim) returns the values only, where PyTorch's returns (values, indices): take the "
+               "indices with x.argmax(dim)",
+    "clone": "x * 1 is a copy that stays in the graph; x.detach() shares the numbers without it",
+    "contiguous": "haaw's tensors hold NumPy arrays, laid out as NumPy needs: leave .contiguous() out",
+    "abs": "haaw.where(x < 0, -x, x) has the same values and gradient",
+    "sqrt": "Write x ** 0.5",
+    "pow": "Write x ** p",
+    "long": "Write x.to(np.int64)",
+    "int": "Write x.to(np.int32)",
+    "bool": "Write x.to(np.bool_), or compare: x != 0",
+    "mT": "Write x.transpose(-2, -1)",
+    "t": "Write x.T (or x.transpose(0, 1))",
+    "cpu": "haaw runs on the CPU, in NumPy: leave .cpu() out",
+    "cuda": "haaw runs on the CPU, in NumPy: there is no GPU to move to",
+    "device": "haaw runs on the CPU, in NumPy: every tensor is on the one device",
+    "masked_fill": "Write haaw.where(mask, value, x)",
+    "norm": "Write (x * x).sum() ** 0.5",
+    "dot": "Write (x * y).sum()",
+    "clip": "haaw's name is clamp: x.clamp(min, max)",
+    "clamp_min": "Write x.clamp(min=...)",
+    "clamp_max": "Write x.clamp(max=...)",
+    "type_as": "Write x.to(other.dtype)",
+    "view_as": "Write x.reshape(other.shape)",
+    "reshape_as": "Write x.reshape(other.shape)",
+    "expand_as": "Write x.expand(other.shape)",
+    "add_": "Write x += y (under haaw.no_grad() for a leaf that requires grad)",
+    "sub_": "Write x -= y (under haaw.no_grad() for a leaf that requires grad)",
+    "mul_": "Write x *= y (under haaw.no_grad() for a leaf that requires grad)",
+    "div_": "Write x /= y (under haaw.no_grad() for a leaf that requires grad)",
+    "zero_": "Write x[...] = 0 (under haaw.no_grad() for a leaf that requires grad); a gradient is a NumPy "
+             "array: x.grad = None, or x.zero_grad()",
+    "fill_": "Write x[...] = value (under haaw.no_grad() for a leaf that requires grad)",
+    "unbind": "list(x) gives the rows (along axis 0); x.permute(...) first for another axis",
+    "eq": "Write x == y", "ne": "Write x != y", "lt": "Write x < y", "le": "Write x <= y", "gt": "Write x > y",
+    "ge": "Write x >= y",
+}
 
 
 class RemovableHandle:

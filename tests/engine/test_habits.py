@@ -182,3 +182,19 @@ def test_a_tensor_bound_for_clamp_is_refused_with_what_to_write():
     with pytest.raises(TypeError, match=r"clamp: haaw's bounds are numbers.*haaw\.where\(x < low, low, x\)"):
         x.clamp(min=Tensor([2.0, 2.0]))
 
+
+@pytest.mark.parametrize("owner, name, says", [
+    ("tensor", "values", "x.argmax(dim)"), ("tensor", "clone", "x * 1"), ("tensor", "abs", "haaw.where"),
+    ("tensor", "zero_", "x.zero_grad()"), ("tensor", "mT", "x.transpose(-2, -1)"),
+    ("haaw", "zeros_like", "haaw.tensor(np.zeros_like(x.data))"), ("haaw", "float32", "np.float32"),
+    ("haaw", "inference_mode", "haaw.no_grad()")])
+def test_a_pytorch_name_haaw_leaves_out_says_what_to_write_instead(owner, name, says):
+    """An AttributeError still (hasattr is False), naming PyTorch's name and haaw's spelling; any other missing name
+    gets Python's own message."""
+    target = haaw if owner == "haaw" else Tensor([1.0])
+    with pytest.raises(AttributeError) as missing:
+        getattr(target, name)
+    assert "PyTorch" in str(missing.value) and says in str(missing.value)
+    assert not hasattr(target, name)
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        _ = target.no_such_name
