@@ -3,6 +3,7 @@
     python scripts/mutate_changed.py                  # the package files changed since main (committed or not)
     python scripts/mutate_changed.py --base HEAD~3    # ... since another commit
     python scripts/mutate_changed.py haaw/engine/ops.py haaw/optim.py   # these files, changed or not
+    python scripts/mutate_changed.py --all --children 2   # every file under mutation, decorated functions too
     python scripts/mutate_changed.py --list           # only say which files it would mutate
 
 The run happens in a copy of the working tree (tracked files, as they are on disk) in a temporary folder, so the
@@ -44,6 +45,12 @@ def changed_files(base: str, root: Path = ROOT) -> list[str]:
     patterns = mutated_patterns(root)
     touched = git("diff", "--name-only", base, "--") + git("ls-files", "--others", "--exclude-standard")
     return sorted({f for f in touched if (root / f).exists() and any(fnmatch.fnmatch(f, p) for p in patterns)})
+
+
+def all_files(root: Path = ROOT) -> list[str]:
+    """Every tracked file pyproject's patterns name."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    return sorted(f for f in tracked if any(fnmatch.fnmatch(f, p) for p in mutated_patterns(root)))
 
 
 def _decorator_name(node: ast.expr) -> str:
@@ -116,9 +123,10 @@ def main(argv=None) -> int:
     parser.add_argument("files", nargs="*", help="files to mutate (default: those changed since --base)")
     parser.add_argument("--base", default="main", help="the commit to compare with (default: main)")
     parser.add_argument("--children", type=int, default=1, help="mutmut's --max-children (default 1)")
+    parser.add_argument("--all", action="store_true", help="every file under mutation, changed or not")
     parser.add_argument("--list", action="store_true", help="only print the files that would be mutated")
     args = parser.parse_args(argv)
-    files = args.files or changed_files(args.base)
+    files = args.files or (all_files() if args.all else changed_files(args.base))
     if not files:
         print(f"No file under mutation ({', '.join(mutated_patterns())}) differs from {args.base}.")
         return 0

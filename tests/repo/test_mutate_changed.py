@@ -107,6 +107,7 @@ def test_only_files_under_mutation_that_differ_from_the_base_are_chosen(tmp_path
     (tmp_path / "haaw/engine/tensor.py").write_text("x = 3\n")
     assert mc.changed_files("HEAD~1", tmp_path) == ["haaw/engine/new.py", "haaw/engine/ops.py",
                                                      "haaw/engine/tensor.py"]
+    assert mc.all_files(tmp_path) == ["haaw/engine/new.py", "haaw/engine/ops.py", "haaw/engine/tensor.py"]
 
 
 def test_files_named_are_mutated_whatever_changed():
