@@ -13,11 +13,12 @@ from haaw.engine import Function, Tensor, detect_anomaly, saved_tensors_hooks
 # --- numbers met by a tensor (_lift) -----------------------------------------------------------------------------
 def test_a_numpy_float_with_an_integer_tensor_gives_the_default_float_as_a_python_float_does():
     """PyTorch reads a NumPy float32 as a plain number: int tensor times it is its default float, as times 0.5."""
-    half = Tensor([1, 2]) * np.float32(0.5)
+    half = Tensor(np.array([1, 2], dtype=np.int16)) * np.float32(0.5)
     assert half.dtype == np.float64 and half.data.tolist() == [0.5, 1.0]
-    assert (Tensor([1, 2]) * np.float16(0.5)).dtype == np.float64
+    assert (Tensor(np.array([1, 2], dtype=np.int8)) * np.float16(0.5)).dtype == np.float64
     torch = pytest.importorskip("torch")
-    assert (torch.tensor([1, 2]) * np.float32(0.5)).dtype == (torch.tensor([1, 2]) * 0.5).dtype
+    small = torch.tensor([1, 2], dtype=torch.int16)
+    assert (small * np.float32(0.5)).dtype == (small * 0.5).dtype == torch.get_default_dtype()
 
 
 def test_a_numpy_integer_with_a_bool_tensor_gives_int64_as_in_pytorch():
@@ -84,19 +85,34 @@ def test_leaves_that_share_an_upstream_gradient_get_arrays_of_their_own():
     PyTorch), also when that gradient is the one passed to backward itself."""
     a, b = Tensor(np.ones(3), requires_grad=True), Tensor(np.ones(3), requires_grad=True)
     given = np.array([1.0, 2.0, 3.0])
-    (a + b).backward(gradient=given)
+    z = a + b
+    z.backward(gradient=given)
     a.grad *= 0
-    assert b.grad.tolist() == [1.0, 2.0, 3.0] and given.tolist() == [1.0, 2.0, 3.0]
+    assert b.grad.tolist() == z.grad.tolist() == given.tolist() == [1.0, 2.0, 3.0]
+    torch = pytest.importorskip("torch")
+    ta, tb = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    tz = ta + tb
+    tz.retain_grad()
+    tz.backward(gradient=torch.tensor([1.0, 2.0, 3.0]))
+    ta.grad.zero_()
+    assert tb.grad.tolist() == tz.grad.tolist() == [1.0, 2.0, 3.0]
 
 
 def test_an_intermediate_s_gradient_is_an_array_that_can_be_written_to():
     """sum's backward stretches its gradient without copying (a read-only broadcast); the tensor that receives it
     still holds an ordinary array, as PyTorch's retained .grad is an ordinary tensor."""
-    x = Tensor([1.0, 2.0], requires_grad=True)
+    x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     y = x * 2.0
-    y.sum().backward()
-    y.grad[0] = 5.0
-    assert y.grad.tolist() == [5.0, 1.0] and x.grad.tolist() == [2.0, 2.0]
+    y.sum(dim=0).sum().backward()
+    y.grad[0, 0] = 5.0
+    assert y.grad.tolist() == [[5.0, 1.0], [1.0, 1.0]] and x.grad.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    u = t * 2.0
+    u.retain_grad()
+    u.sum(dim=0).sum().backward()
+    u.grad[0, 0] = 5.0
+    assert u.grad.tolist() == y.grad.tolist()
 
 
 def test_anomaly_detection_does_not_blame_an_operation_for_an_infinite_gradient_it_was_given():
@@ -133,17 +149,17 @@ def test_mean_of_integers_is_refused_with_its_whole_message():
 
 
 class _Scale(Function):
-    """y = x · w, saving both with PyTorch's save_for_backward."""
+    """y = x · w (+ b), saving all three with PyTorch's save_for_backward (b may be None)."""
 
     @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return x * w
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w, b)
+        return x * w if b is None else x * w + b
 
     @staticmethod
     def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        return g * w, g * x
+        x, w, b = ctx.saved_tensors
+        return g * w, g * x, None if b is None else g
 
 
 def test_arrays_saved_with_save_for_backward_go_through_saved_tensors_hooks_as_in_pytorch():
@@ -161,7 +177,7 @@ def test_arrays_saved_with_save_for_backward_go_through_saved_tensors_hooks_as_i
 
     x, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=True)
     with saved_tensors_hooks(pack, unpack):
-        y = _Scale.apply(x, w)
+        y = _Scale.apply(x, w, None)  # None is saved as it is, and neither packed nor unpacked
     assert log == ["pack", "pack"]
     y.sum().backward()
     assert log == ["pack", "pack", "unpack", "unpack"]
@@ -170,23 +186,40 @@ def test_arrays_saved_with_save_for_backward_go_through_saved_tensors_hooks_as_i
 
     class Scale(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, a, b):
-            ctx.save_for_backward(a, b)
+        def forward(ctx, a, b, c):
+            ctx.save_for_backward(a, b, c)
             return a * b
 
         @staticmethod
         def backward(ctx, g):
-            a, b = ctx.saved_tensors
-            return g * b, g * a
+            a, b, _ = ctx.saved_tensors
+            return g * b, g * a, None
 
     theirs = []
     tx = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
     tw = torch.tensor([3.0, 4.0], dtype=torch.float64, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda a: theirs.append("pack") or a.clone(),
                                                    lambda a: theirs.append("unpack") or a * 10.0):
-        ty = Scale.apply(tx, tw)
+        ty = Scale.apply(tx, tw, None)
     ty.sum().backward()
     assert theirs == log and tx.grad.tolist() == x.grad.tolist() and tw.grad.tolist() == w.grad.tolist()
+
+
+def test_an_operation_that_saves_no_array_packs_nothing_and_still_runs_backward():
+    """mean keeps only sizes (a count, shapes) for its backward: nothing to pack, in haaw as in PyTorch."""
+    log = []
+    x = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    with saved_tensors_hooks(lambda a: log.append("pack") or a, lambda a: log.append("unpack") or a):
+        m = x.mean()
+    m.backward()
+    assert log == [] and x.grad.tolist() == [0.25] * 4
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda a: log.append("pack") or a,
+                                                   lambda a: log.append("unpack") or a):
+        tm = t.mean()
+    tm.backward()
+    assert log == [] and t.grad.tolist() == x.grad.tolist()
 
 
 def test_your_linear_backward_with_the_wrong_count_of_gradients_is_refused_by_the_operation_s_name():
@@ -255,3 +288,45 @@ def test_saved_tensors_hooks_see_nothing_of_an_operation_that_records_nothing_as
         with torch.no_grad():
             torch.tensor([1.0, 2.0], requires_grad=True).exp()
     assert packed == []
+
+
+# --- making a tensor --------------------------------------------------------------------------------------------
+def test_a_dtype_given_by_name_is_that_format_and_a_wrong_name_is_refused_whole():
+    assert Tensor([1, 2], dtype="float32").dtype == np.float32
+    assert Tensor([[Tensor(1.0), 2.0]], dtype="float32").dtype == np.float32  # a tensor further in, too
+    assert Tensor([[Tensor(1.0), 2.0]], dtype=np.float32).dtype == np.float32
+    with pytest.raises(TypeError) as err:
+        Tensor([1.0], dtype="float31")
+    assert str(err.value) == ("Tensor(dtype=...): 'float31' is not a number format (try np.float32, np.float16 or "
+                              "'bfloat16')")
+
+
+def test_a_tensor_made_from_a_tensor_holds_its_values_in_memory_of_its_own_as_torch_tensor():
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    b = Tensor(a)
+    a.data[0] = 9.0
+    assert b.data.tolist() == [1.0, 2.0] and not b.requires_grad
+
+
+def test_an_integer_tensor_that_asks_for_a_gradient_is_refused_whole():
+    with pytest.raises(TypeError) as err:
+        Tensor([1, 2], requires_grad=True)
+    assert str(err.value) == ("only floating-point tensors can require gradients; this one is int64 (make it from "
+                              "floats, or pass dtype=np.float64)")
+
+
+def test_the_result_of_an_operation_has_no_label():
+    x = Tensor([1.0], label="x")
+    assert x.label == "x" and (x * 2.0).label == "" and x.detach().label == ""
+
+
+def test_the_memory_tracker_counts_nothing_saved_under_no_grad():
+    from haaw.tools.memory import track_memory
+
+    x = Tensor(np.ones((4, 4)), requires_grad=True)
+    with track_memory() as memory, haaw.no_grad():
+        x.exp().tanh()
+    assert memory.total_saved == 0
+    with track_memory() as memory:
+        x.exp()
+    assert memory.total_saved == 4 * 4 * 8  # exp keeps its result for backward: 16 float64s
