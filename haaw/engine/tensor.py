@@ -59,8 +59,7 @@ def apply(op, *inputs: "Tensor", round_to=None, **params) -> "Tensor":
     if anomaly_detection() and checks.non_finite(out) and not any(checks.non_finite(a) for a in arrays):
         raise FloatingPointError(f"anomaly: the forward of '{op.name}' produced nan or inf from finite inputs "
                                  f"(input shapes {[a.shape for a in arrays]})")
-    if type(out) is not np.ndarray:  # NumPy reductions return scalars; a Tensor always holds an array
-        out = np.asarray(out)
+    out = np.asarray(out)  # NumPy reductions return scalars; a Tensor always holds an array
     if round_to is not None and out.dtype != round_to:
         out = out.astype(round_to)  # past the format's range: inf, and NumPy's overflow warning, as x16 * x16 gives
     result = wrap(out)
@@ -343,7 +342,8 @@ class Tensor:
                                    f"gradient of shape {new.shape} for a tensor of shape {grad.shape}: return one "
                                    "of the same shape, or None to leave the gradient as it is (PyTorch refuses "
                                    "this too)")
-            grad = new if new.dtype == self.data.dtype else new.astype(self.data.dtype)
+            # an array of the tensor's own format and its own memory: a hook may hand back the read-only one it saw
+            grad = new if new.dtype == self.data.dtype and new.flags.writeable else new.astype(self.data.dtype)
         return grad
 
     def detach(self) -> "Tensor":
@@ -444,8 +444,10 @@ class Tensor:
                                f"writes, so its gradient would be lost. Write {instead} instead (or write "
                                "value.detach() if no gradient should flow).")
         _castable(name, instead, self.dtype, value)
-        if isinstance(value, (float, np.floating, int, np.integer)) and _narrow_float(self.dtype):
-            value = np.float32(value)  # x16 *= 1e5: computed in float32 and rounded once, as x16 * 1e5 is
+        if isinstance(value, (float, np.floating, int, np.integer)) and dtypes.is_float(self.dtype):
+            # x16 *= 1e5: computed in float32 and rounded once, as x16 * 1e5 is; x32 += np.float64(v): v rounded to
+            # float32 first, as x32 + v and PyTorch's x32 += v compute it (NumPy would add in float64, then round)
+            value = np.float32(value) if _narrow_float(self.dtype) else self.dtype.type(value)
         change(self.data, value.data if isinstance(value, Tensor) else value)
         self._vc[0] += 1
         return self
