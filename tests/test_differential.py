@@ -820,7 +820,7 @@ def test_hooks_on_tensors_a_function_sends_no_gradient_are_called_with_none_as_t
 
 
 @pytest.mark.parametrize("shapes", [((4,), (4,), (4,)), ((3, 4), (4,), (4,)), ((4,), (3, 4), (3, 4)),
-                                    ((3, 4), (3, 4), (4,)), ((), (), ())], ids=str)
+                                    ((3, 4), (3, 4), (4,)), ((3, 4), (4,), (3, 4)), ((), (), ())], ids=str)
 def test_attention_with_fewer_than_two_axes_is_refused_as_torch_refuses_it(shapes):
     """A key of one axis raised a bare IndexError (key.shape[-2]), and a 1-D query or value NumPy's or matmul's
     message; torch refuses every q, k, v of fewer than 2 axes with a RuntimeError that gives each one's dims."""
@@ -833,6 +833,7 @@ def test_attention_with_fewer_than_two_axes_is_refused_as_torch_refuses_it(shape
         f"attention: query, key and value need at least 2 axes each, (..., positions, features), as in PyTorch; got "
         f"query {shapes[0]}, key {shapes[1]}, value {shapes[2]}. One vector of d features is one position: write it "
         "as t.reshape(1, d)")
+
 
 @FEW
 @given(op=st.sampled_from(["mul", "div", "matmul", "linear", "add"]), wants=st.sampled_from([(1, 0), (0, 1), (1, 1)]),
