@@ -622,22 +622,87 @@ def test_no_grad_on_a_generator_function_applies_inside_each_step_as_pytorch_s()
 
 @pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0), (2, 0, 4)])
 @pytest.mark.parametrize("dim", [None, 0, 1, -1, (0, 1)])
-def test_max_over_an_empty_axis_is_refused_as_pytorch_refuses_it(shape, dim):
+@pytest.mark.parametrize("name", ["max", "amax", "min", "amin"])
+def test_max_over_an_empty_axis_is_refused_as_pytorch_refuses_it(shape, dim, name):
     """x.max() over an axis of length 0 raised NumPy's "zero-size array to reduction operation maximum which has no
     identity"; torch refuses with its own (IndexError for a dim, RuntimeError for all), and reduces over an axis
-    that is not empty."""
-    if isinstance(dim, tuple) and len(shape) < 2 or isinstance(dim, int) and dim >= len(shape):
+    that is not empty. (max and min take one dim: a tuple is amax's and amin's.)"""
+    if isinstance(dim, tuple) and (len(shape) < 2 or name in ("max", "min")) or isinstance(dim, int) and dim >= len(shape):
         return
     data = np.zeros(shape)
     x, tx = Tensor(data, requires_grad=True), as_torch(data)
+    reduce = (lambda t: getattr(t, name)()) if dim is None else (lambda t: getattr(t, name)(dim=dim))
     try:
-        theirs = tx.amax() if dim is None else tx.amax(dim=dim)
+        theirs = reduce(tx)
     except (IndexError, RuntimeError) as err:
         with pytest.raises(type(err), match="PyTorch refuses it too"):
-            x.max(dim=dim)
+            reduce(x)
         return
-    ours = x.max(dim=dim)
+    ours = reduce(x)
+    if isinstance(dim, int) and name in ("max", "min"):
+        (ours, our_indices), (theirs, their_indices) = ours, theirs
+        assert our_indices.shape == tuple(their_indices.shape) and our_indices.dtype == np.int64
     assert ours.shape == tuple(theirs.shape)
+
+
+MAX_DATA = {  # each row has what the name says; float16 and bfloat16 hold every one of these exactly
+    "distinct": [[0.5, -1.25, 3.0, 2.0], [4.0, 0.25, -2.0, 1.5], [-3.0, 6.0, 1.0, 0.75]],
+    "ties": [[3.0, 1.0, 3.0, 3.0], [2.0, 2.0, 2.0, 2.0], [-1.0, 5.0, 0.0, 5.0]],
+    "nan": [[1.0, np.nan, 3.0, np.nan], [2.0, 2.0, 0.0, 1.0], [np.nan, 5.0, -5.0, 0.5]],
+    "inf": [[np.inf, 1.0, np.inf, -np.inf], [-np.inf, -np.inf, -np.inf, -np.inf], [0.0, -0.0, 0.0, -0.0]],
+}
+
+
+@pytest.mark.parametrize("fmt", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("rows", sorted(MAX_DATA))
+@pytest.mark.parametrize("dim, keepdim", [(0, False), (1, False), (-1, True), (-2, True), (1, True)])
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_along_a_dim_gives_torch_s_values_indices_and_gradient(name, dim, keepdim, rows, fmt):
+    """haaw's x.max(dim) returned the values alone, so values, indices = x.max(dim=1) unpacked the values' first two
+    entries, silently. As torch's: the named tuple (values, indices), int64 indices of the first entry on ties, a nan
+    counting as the largest and the smallest, and the gradient sent to that one index (torch 2.13, ties too)."""
+    data = np.array(MAX_DATA[rows])
+    x = Tensor(data, dtype=fmt, requires_grad=True)
+    tx = torch.tensor(data, dtype=getattr(torch, fmt), requires_grad=True)
+    ours, theirs = getattr(x, name)(dim, keepdim), getattr(tx, name)(dim, keepdim)
+    assert type(ours).__name__ == name and ours._fields == ("values", "indices") and isinstance(ours, tuple)
+    (values, indices), (their_values, their_indices) = ours, theirs  # unpacks as torch's does
+    assert values is ours.values and indices is ours.indices
+    assert values.dtype.name == fmt and indices.dtype == np.int64 and not indices.requires_grad
+    np.testing.assert_array_equal(indices.data, their_indices.numpy())
+    np.testing.assert_array_equal(values.to(np.float64).data, their_values.double().detach().numpy())
+    up = np.random.default_rng(3).standard_normal(values.shape).round(2)
+    values.backward(Tensor(up).to(fmt))
+    their_values.backward(torch.tensor(up).to(getattr(torch, fmt)))
+    np.testing.assert_array_equal(x.grad.astype(np.float64), tx.grad.double().numpy())
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_the_max_habits_around_dim_match_torch(name):
+    """The unpacking that went wrong (values, indices = x.max(dim=1), x of two rows), axis= and keepdims=, a 0-d
+    tensor, integers and bools, x.max() over everything (ties share its gradient: torch 2.13), amax and amin."""
+    data = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])
+    x, tx = Tensor(data, requires_grad=True), as_torch(data)
+    values, indices = getattr(x, name)(dim=1)
+    their_values, their_indices = getattr(tx, name)(dim=1)
+    compare(values, their_values, "values")
+    np.testing.assert_array_equal(indices.data, their_indices.numpy())
+    for ours, theirs in [(getattr(x, name)(axis=1, keepdims=True), getattr(tx, name)(axis=1, keepdims=True)),
+                         (getattr(Tensor(np.array(5.0)), name)(-1), getattr(torch.tensor(np.array(5.0)), name)(-1)),
+                         (getattr(Tensor(np.array([[3, 7, 7]])), name)(1), getattr(torch.tensor([[3, 7, 7]]), name)(1)),
+                         (getattr(Tensor(np.array([[False, True]])), name)(1),
+                          getattr(torch.tensor([[False, True]]), name)(1))]:
+        for a, b in zip(ours, theirs):
+            assert a.shape == tuple(b.shape) and a.dtype.name == str(b.dtype).removeprefix("torch.")
+            np.testing.assert_array_equal(a.data, b.detach().numpy())
+    for reduce in (lambda t: getattr(t, name)(), lambda t: getattr(t, "a" + name)(dim=(0, 1)),
+                   lambda t: getattr(t, "a" + name)(1, keepdim=True)):
+        x.grad, tx.grad = None, None
+        ours, theirs = reduce(x), reduce(tx)
+        compare(ours, theirs, "values")
+        ours.sum().backward()
+        theirs.sum().backward()
+        compare(x.grad, tx.grad, "gradient")
 
 
 @pytest.mark.parametrize("entries", [
@@ -886,7 +951,11 @@ HABITS = [
     "x.expand(2, 4, 3)", "x[:, :1].expand(-1, 3)", "x[:1].expand((4, 3))",
     "x.argmax()", "x.argmax(dim=1)", "x.argmin(0, keepdim=True)", "x.argmax(keepdim=True)", "x.sum().argmax(dim=0)",
     "x.sum(dtype=F32)", "x.mean(0, dtype=F32)", "x.new_zeros((2, 2))", "x.new_ones(3)", "x.new_full((2,), 7.0)",
-    "x.dim()", "x.tolist()", "x.sum().tolist()", "float(x[0, 0])", "int(x[1, 2] * 3)",
+    "x.dim()", "x.tolist()", "x.sum().tolist()",
+    # torch warns that a number taken out of a tensor that requires grad leaves the graph; haaw has nothing to warn of
+    pytest.param("float(x[0, 0])", marks=pytest.mark.filterwarnings(
+        "ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning")),
+    "int(x[1, 2] * 3)",
 ]
 
 

@@ -108,12 +108,13 @@ def dims(t, dim, axis, what: str):
 def empty_reduction(t, dims, what: str) -> None:
     """Refuse the largest (or smallest) of no numbers, as PyTorch does: over an axis of length 0, or over all of an
     empty tensor. (A sum of no numbers is 0, a mean nan; a max has no value at all.)"""
+    largest = "smallest" if what.endswith("min") else "largest"
     if dims is None:
-        raise RuntimeError(f"{what}() of an empty tensor (shape {t.shape}): the largest of no numbers has no value. "
+        raise RuntimeError(f"{what}() of an empty tensor (shape {t.shape}): the {largest} of no numbers has no value. "
                            f"PyTorch refuses it too; give dim= to reduce over an axis that is not empty")
     for d in dims:
         if t.shape[d] == 0:
-            raise IndexError(f"{what}(dim={d}) over an axis of length 0 (shape {t.shape}): the largest of no "
+            raise IndexError(f"{what}(dim={d}) over an axis of length 0 (shape {t.shape}): the {largest} of no "
                              f"numbers has no value. PyTorch refuses it too; check the shape, or reduce over "
                              f"another axis")
 

@@ -356,21 +356,44 @@ def _divide(total, count: int, dtype):
         return _as(np.asarray(total, dtype=_wide(dtype)) / count, dtype)
 
 
-def max_(ctx, a, dim=None, keepdim=False):
+def max_(ctx, a, dim=None, keepdim=False, index=None):
+    """The largest entry over ``dim``; see ``_extreme``."""
+    return _extreme(ctx, a, dim, keepdim, index, np.max)
+
+
+def min_(ctx, a, dim=None, keepdim=False, index=None):
+    """The smallest entry over ``dim``; see ``_extreme``."""
+    return _extreme(ctx, a, dim, keepdim, index, np.min)
+
+
+def _extreme(ctx, a, dim, keepdim, index, reduce):
+    """Without ``index``: ``reduce`` (np.max or np.min) over ``dim``; entries that tie share the gradient, as
+    PyTorch's ``x.max()``. With ``index`` (where the chosen entry of each slice along the one axis ``dim`` is, that
+    axis kept as 1): the entry there, which alone gets the gradient, as with PyTorch's ``x.max(dim)``."""
     _reduce(ctx, a, dim)
+    if index is not None:
+        ctx.index, ctx.axis, ctx.dtype = index, dim[0], a.dtype
+        out = np.take_along_axis(a, index, axis=dim[0])
+        return out if keepdim else out.reshape(tuple(n for i, n in enumerate(a.shape) if i != dim[0]))
     ctx.a = a
-    ctx.out = out = np.max(a, axis=dim, keepdims=keepdim)
+    ctx.out = out = reduce(a, axis=dim, keepdims=keepdim)
     return out
 
 
 def _max_vjp(ctx, g):
-    """The gradient goes to the entries that were the maximum, shared equally between ties."""
+    """With an index: the gradient goes to the one entry picked. Without: to the entries that were the maximum (or
+    minimum), shared equally between ties."""
+    if hasattr(ctx, "index"):
+        grad = np.zeros(ctx.shape, dtype=ctx.dtype)
+        np.put_along_axis(grad, ctx.index, g.reshape(ctx.index.shape), axis=ctx.axis)
+        return grad
     winners = ctx.a == ctx.out.reshape(ctx.kept)
     share = winners / winners.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
     return _as(g.reshape(ctx.kept) * share, ctx.a.dtype)
 
 
 defvjp(max_, _max_vjp, flops=_reduction)
+defvjp(min_, _max_vjp, flops=_reduction)
 
 
 # --- shapes and indexing ------------------------------------------------------------------------------

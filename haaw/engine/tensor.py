@@ -8,6 +8,7 @@ backward, ``_vjp`` calls the operation's vector-Jacobian products for the inputs
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from numbers import Number
 
 import numpy as np
@@ -118,6 +119,9 @@ def _lift(x, like: "Tensor") -> "Tensor":
         return wrap(np.asarray(x, dtype=like.dtype))
     if isinstance(x, np.ndarray):
         return Tensor(x)
+    if isinstance(x, tuple(_RESULTS.values())):
+        raise TypeError(f"cannot combine a Tensor with the (values, indices) that x.{type(x).__name__}(dim) returns, "
+                        f"as PyTorch's does: take its .values (x.{type(x).__name__}(dim, keepdim=True).values)")
     raise TypeError(f"cannot combine a Tensor with {type(x).__name__} {x!r:.40}")
 
 
@@ -133,6 +137,8 @@ def _number_op(name: str, a, b) -> "Tensor":
     float32 too, and rounded once to the tensor's format when it reaches it."""
     t = a if isinstance(a, Tensor) else b
     number = b if a is t else a
+    if isinstance(number, tuple(_RESULTS.values())):
+        _lift(number, t)  # refused, with what to write
     if name == "sub" and np.bool_ in (np.asarray(getattr(a, "data", a)).dtype, np.asarray(getattr(b, "data", b)).dtype):
         raise RuntimeError("subtraction with a bool tensor: PyTorch refuses it too. "
                            "Convert it to numbers first: mask.to(np.int64) - 1")
@@ -509,12 +515,54 @@ class Tensor:
         return apply("mean", self, dim=checks.dims(self, dim, axis, "mean"), keepdim=checks.keep(keepdim, keepdims))
 
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
-        """The largest entries (values only: PyTorch's ``max(dim)`` also returns their indices)."""
-        checks.numpy_extras("max", dtype, out)
-        dims = checks.dims(self, dim, axis, "max")
+        """Without ``dim``: the largest entry, one tensor (entries that tie share its gradient). With ``dim``, as
+        PyTorch's: the named tuple ``(values, indices)`` of each slice's largest entry and where it is (int64, the
+        first on ties; a nan counts as the largest), and the gradient goes to that one entry:
+        ``values, indices = x.max(dim=1)``."""
+        return self._extreme("max", np.argmax, dim, keepdim, axis, keepdims, dtype, out)
+
+    def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
+        """The smallest entry, or with ``dim`` the named tuple ``(values, indices)``, as ``max``."""
+        return self._extreme("min", np.argmin, dim, keepdim, axis, keepdims, dtype, out)
+
+    def amax(self, dim=(), keepdim=False):
+        """The largest entries over ``dim`` (an axis, a tuple of them, or every axis by default), values only, as
+        PyTorch's ``amax``: entries that tie share the gradient evenly."""
+        return self._extremes("max", dim, keepdim)
+
+    def amin(self, dim=(), keepdim=False):
+        """The smallest entries over ``dim``, as ``amax``."""
+        return self._extremes("min", dim, keepdim)
+
+    def _extremes(self, what, dim, keepdim):
+        dims = checks.dims(self, dim, None, "a" + what)
         if self.data.size == 0:
-            checks.empty_reduction(self, dims, "max")
-        return apply("max", self, dim=dims, keepdim=checks.keep(keepdim, keepdims))
+            checks.empty_reduction(self, dims, "a" + what)
+        return apply(what, self, dim=dims, keepdim=keepdim)
+
+    def _extreme(self, what, find, dim, keepdim, axis, keepdims, dtype, out):
+        checks.numpy_extras(what, dtype, out)
+        if isinstance(dim, Tensor):
+            raise TypeError(f"{what}: haaw takes no tensor as the second operand (PyTorch's x.{what}(y), entry by "
+                            f"entry). Write haaw.where(x {'>' if what == 'max' else '<'} y, x, y)")
+        keepdim = checks.keep(keepdim, keepdims)
+        if dim is None and axis is None:
+            if self.data.size == 0:
+                checks.empty_reduction(self, None, what)
+            return apply(what, self, dim=None, keepdim=keepdim)
+        if isinstance(dim if axis is None else axis, (tuple, list)):
+            raise TypeError(f"{what}: dim must be one integer, as in PyTorch (x.{what}(dim) also returns where each "
+                            f"{'largest' if what == 'max' else 'smallest'} entry is, along that one axis); got "
+                            f"{dim if axis is None else axis!r}. For the values over several axes write "
+                            f"x.a{what}({dim if axis is None else axis!r}), as in PyTorch")
+        dims = checks.dims(self, dim, axis, what)
+        if self.data.size == 0:
+            checks.empty_reduction(self, dims, what)
+        if dims is None:  # a 0-d tensor: its one entry, at index 0
+            return _RESULTS[what](apply(what, self, dim=None, keepdim=False), wrap(np.zeros((), dtype=np.int64)))
+        index = find(self.data, axis=dims[0], keepdims=True).astype(np.int64)
+        values = apply(what, self, dim=dims, keepdim=keepdim, index=index)
+        return _RESULTS[what](values, wrap(index if keepdim else index.squeeze(dims[0])))
 
     def argmax(self, dim=None, keepdim: bool = False) -> "Tensor":
         """Where the largest entry is (the first, on ties): over everything (an index into the flattened tensor)
@@ -809,12 +857,15 @@ class Tensor:
         return f"Tensor({body}{extras})"
 
 
+# What x.max(dim) and x.min(dim) return, as PyTorch's torch.return_types: a tuple with named fields
+_RESULTS = {name: namedtuple(name, ("values", "indices")) for name in ("max", "min")}
+
 # PyTorch's Tensor names a learner reaches for that haaw leaves out, and what to write in haaw instead
 _PYTORCH_ONLY = {
-    "values": "haaw's x.max(dim) returns the values themselves, where PyTorch's returns (values, indices): drop "
-              ".values, and take the indices with x.argmax(dim)",
-    "indices": "haaw's x.max(dim) returns the values only, where PyTorch's returns (values, indices): take the "
-               "indices with x.argmax(dim)",
+    "values": "x.max(dim) and x.min(dim) return (values, indices), as PyTorch's do: .values belongs to that "
+              "result. x.max() with no dim is one tensor, the value itself",
+    "indices": "x.max(dim) and x.min(dim) return (values, indices), as PyTorch's do: .indices belongs to that "
+               "result (x.argmax(dim) gives it alone). x.max() with no dim is one tensor: x.argmax() says where",
     "clone": "x * 1 is a copy that stays in the graph; x.detach() shares the numbers without it",
     "contiguous": "haaw's tensors hold NumPy arrays, laid out as NumPy needs: leave .contiguous() out",
     "abs": "haaw.where(x < 0, -x, x) has the same values and gradient",

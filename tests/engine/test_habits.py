@@ -184,7 +184,7 @@ def test_a_tensor_bound_for_clamp_is_refused_with_what_to_write():
 
 
 @pytest.mark.parametrize("owner, name, says", [
-    ("tensor", "values", "x.argmax(dim)"), ("tensor", "clone", "x * 1"), ("tensor", "abs", "haaw.where"),
+    ("tensor", "values", ".values belongs to that result"), ("tensor", "clone", "x * 1"), ("tensor", "abs", "haaw.where"),
     ("tensor", "zero_", "x.zero_grad()"), ("tensor", "mT", "x.transpose(-2, -1)"),
     ("haaw", "zeros_like", "haaw.tensor(np.zeros_like(x.data))"), ("haaw", "float32", "np.float32"),
     ("haaw", "inference_mode", "haaw.no_grad()")])
@@ -198,3 +198,22 @@ def test_a_pytorch_name_haaw_leaves_out_says_what_to_write_instead(owner, name, 
     assert not hasattr(target, name)
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         _ = target.no_such_name
+
+
+def test_what_max_dim_returns_is_refused_in_arithmetic_and_max_takes_one_dim_as_pytorch():
+    """x - x.max(1, keepdim=True) (NumPy's habit, torch's TypeError) would stack values and indices into one array;
+    a tuple of dims and an entrywise second tensor are torch's amax and maximum, each refused with what to write."""
+    x = Tensor([[1.0, 3.0], [4.0, 2.0]], requires_grad=True)
+    for combine in (lambda: x - x.max(1, keepdim=True), lambda: x.min(0) * x, lambda: x.max(-1) + x,
+                    lambda: x.detach() - x.detach().max(1)):
+        with pytest.raises(TypeError, match=r"the \(values, indices\) that x\.m(ax|in)\(dim\) returns.*\.values"):
+            combine()
+    with pytest.raises(TypeError, match=r"dim must be one integer.*x\.amax\(\(0, 1\)\)"):
+        x.max((0, 1))
+    with pytest.raises(TypeError, match=r"x\.amin\(\[0\]\)"):
+        x.min(axis=[0])
+    with pytest.raises(TypeError, match=r"haaw\.where\(x > y, x, y\)"):
+        x.max(x)
+    with pytest.raises(IndexError, match="the smallest of no numbers"):
+        Tensor(np.zeros((2, 0))).min(1)
+    assert x.amax().item() == 4.0 and x.amin(dim=(0, 1)).item() == 1.0

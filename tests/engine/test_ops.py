@@ -44,7 +44,9 @@ FORWARD = {  # name -> (haaw function of Tensors, the same thing in plain NumPy,
     "sigmoid": (lambda a: a.sigmoid(), lambda a: 1 / (1 + np.e ** -a), [[0.0, 3.0, -3.0, -80.0]]),
     "sum": (lambda a: a.sum(dim=0), lambda a: a[0] + a[1], [[[1.0, 2.0], [3.0, 4.0]]]),
     "mean": (lambda a: a.mean(dim=1), lambda a: (a[:, 0] + a[:, 1]) / 2, [[[1.0, 2.0], [3.0, 5.0]]]),
-    "max": (lambda a: a.max(dim=-1), lambda a: np.where(a[:, 0] > a[:, 1], a[:, 0], a[:, 1]),
+    "max": (lambda a: a.amax(dim=-1), lambda a: np.where(a[:, 0] > a[:, 1], a[:, 0], a[:, 1]),
+            [[[1.0, 2.0], [5.0, 3.0]]]),
+    "min": (lambda a: a.amin(dim=-1), lambda a: np.where(a[:, 0] < a[:, 1], a[:, 0], a[:, 1]),
             [[[1.0, 2.0], [5.0, 3.0]]]),
     "reshape": (lambda a: a.reshape(3, 2), lambda a: np.array([[a[0, 0], a[0, 1]], [a[0, 2], a[1, 0]],
                                                              [a[1, 1], a[1, 2]]]), [[[1.0, 2, 3], [4, 5, 6]]]),
@@ -81,12 +83,15 @@ def test_forward_matches_a_closed_form(name, dtype):
     np.testing.assert_allclose(out.data, expected, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=1e-12)
 
 
-def test_max_shares_the_gradient_equally_between_ties():
-    x = Tensor(np.array([[3.0, 1.0, 3.0], [2.0, 2.0, 2.0]]), requires_grad=True)
-    x.max(dim=1).sum().backward()
+@pytest.mark.parametrize("what", ["max", "min"])
+def test_max_and_amax_share_the_gradient_equally_between_ties(what):
+    """x.max() and x.amax(dim), as PyTorch's; x.max(dim) gives it all to the index it returns (test_differential)."""
+    sign = 1.0 if what == "max" else -1.0
+    x = Tensor(sign * np.array([[3.0, 1.0, 3.0], [2.0, 2.0, 2.0]]), requires_grad=True)
+    getattr(x, "a" + what)(dim=1).sum().backward()
     np.testing.assert_array_equal(x.grad, [[0.5, 0.0, 0.5], [1 / 3, 1 / 3, 1 / 3]])
-    y = Tensor(np.array([1.0, 4.0, 4.0]), requires_grad=True)
-    y.max().backward()
+    y = Tensor(sign * np.array([1.0, 4.0, 4.0]), requires_grad=True)
+    getattr(y, what)().backward()
     np.testing.assert_array_equal(y.grad, [0.0, 0.5, 0.5])
 
 
@@ -160,6 +165,7 @@ X3 = np.stack([X, X[::-1] / 2])  # three axes, so that "the last" differs from t
     ("sum", [X], 18.0),  # reductions: over every axis, no axis kept
     ("mean", [X], 3.0),
     ("max", [X], 6.0),
+    ("min", [X], 0.0),
     ("cat", [X, X[:1]], np.concatenate([X, X[:1]], axis=0)),  # along the first axis
     ("log_softmax", [X3], X3 - np.log(np.exp(X3).sum(axis=2, keepdims=True))),  # along the last axis
 ])

@@ -96,10 +96,10 @@ def reduction(name):
         dim, keepdim = dim_args(data, len(shape))
 
         def fn(a):
-            if is_torch(a) and name == "max":  # torch's max(dim) also returns indices; amax does not
-                return a.amax(dim=tuple(range(a.ndim)) if dim is None else dim, keepdim=keepdim)
+            if name in ("max", "min"):  # amax, amin: values only, over one axis or several, as the table's max
+                return getattr(a, "a" + name)(dim=() if dim is None else dim, keepdim=keepdim)
             return getattr(a, name)(dim=dim, keepdim=keepdim)
-        return fn, [distinct(data, shape, "x") if name == "max" else values(data, shape)]
+        return fn, [distinct(data, shape, "x") if name in ("max", "min") else values(data, shape)]
     return spec
 
 
@@ -202,6 +202,7 @@ SPECS = {
     "sum": reduction("sum"),
     "mean": reduction("mean"),
     "max": reduction("max"),
+    "min": reduction("min"),
     "reshape": reshape_spec,
     "permute": permute_spec,
     "getitem": getitem_spec,

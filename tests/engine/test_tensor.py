@@ -253,7 +253,8 @@ def test_x_to_the_power_zero_has_gradient_zero_even_at_zero():
 
 def test_a_zero_dimensional_tensor_accepts_dim_0_and_minus_1_like_pytorch():
     t = Tensor(np.array(3.0), requires_grad=True)
-    assert t.sum(dim=0).item() == 3.0 and t.mean(dim=-1).item() == 3.0 and t.max(dim=0, keepdim=True).item() == 3.0
+    assert t.sum(dim=0).item() == 3.0 and t.mean(dim=-1).item() == 3.0
+    assert t.max(dim=0, keepdim=True).values.item() == 3.0 and t.min(dim=-1).indices.item() == 0
     t.softmax(dim=0).backward()
     assert t.grad == 0.0
     with pytest.raises(IndexError, match="out of range"):
@@ -263,11 +264,18 @@ def test_a_zero_dimensional_tensor_accepts_dim_0_and_minus_1_like_pytorch():
 def test_pytorch_names_dim_keepdim_and_numpy_names_axis_keepdims_mean_the_same():
     x = rng.standard_normal((2, 3, 4))
     t = Tensor(x)
-    for name in ("sum", "mean", "max"):
+    for name in ("sum", "mean"):
         a = getattr(t, name)(dim=(0, -1), keepdim=True).data
         b = getattr(t, name)(axis=(0, 2), keepdims=True).data
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(a, getattr(x, name)(axis=(0, 2), keepdims=True))
+    for name in ("amax", "amin"):  # PyTorch's names for values only, over several axes
+        np.testing.assert_array_equal(getattr(t, name)(dim=(0, -1), keepdim=True).data,
+                                      getattr(x, name[1:])(axis=(0, 2), keepdims=True))
+    for name in ("max", "min"):  # along one axis: (values, indices), as PyTorch's, with either spelling
+        a, b = getattr(t, name)(dim=-1, keepdim=True), getattr(t, name)(axis=2, keepdims=True)
+        np.testing.assert_array_equal(a.values.data, b.values.data)
+        np.testing.assert_array_equal(a.indices.data, getattr(x, "arg" + name)(axis=2, keepdims=True))
     np.testing.assert_array_equal(t.softmax(dim=1).data, t.softmax(axis=1).data)
     assert t.size() == (2, 3, 4) and t.size(-1) == 4 and t.numel() == 24
 

@@ -293,7 +293,7 @@ def test_the_deliberate_differences_are_explained():
     section = TEXT.split("## Where haaw differs on purpose", 1)
     assert len(section) == 2, "the sheet needs its section 'Where haaw differs on purpose'"
     for topic in ["(in_features, out_features)", "x @ W.T", "NumPy array", "retain_graph=True", "retain_grad()",
-                  "float64", "amax", "tanh", "at least 2-D", "in place", "mask=", "return_weights=",
+                  "float64", "tanh", "at least 2-D", "in place", "mask=", "return_weights=",
                   "freeze()", "zero_grad()", "Value", "MLP", "causal_mask", "GradScaler", "nn.Parameter", "seed="]:
         assert topic in section[1], f"'Where haaw differs on purpose' does not mention {topic}"
 
