@@ -705,6 +705,27 @@ def test_the_max_habits_around_dim_match_torch(name):
         compare(x.grad, tx.grad, "gradient")
 
 
+@pytest.mark.parametrize("fmt", ["float64", "float32"])
+@pytest.mark.parametrize("rows", sorted(MAX_DATA))
+@pytest.mark.parametrize("name", ["max", "min", "amax", "amin"])
+def test_a_reduction_without_dim_sends_the_gradient_where_torch_does_nan_included(name, rows, fmt):
+    """x.max() of a tensor holding nan is nan, and torch 2.13 shares its gradient between the nans; haaw compared
+    every entry with nan, found no winner and gave every entry 0/0 = nan, with NumPy's warning. amax over a slice
+    holding nan gives nan in both (its gradient is nan there), without a warning from haaw."""
+    data = np.array(MAX_DATA[rows])
+    x = Tensor(data, dtype=fmt, requires_grad=True)
+    tx = torch.tensor(data, dtype=getattr(torch, fmt), requires_grad=True)
+    reduce = (lambda t: getattr(t, name)()) if name in ("max", "min") else (lambda t: getattr(t, name)(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's "invalid value encountered in divide" fails the test
+        ours = reduce(x)
+        ours.backward(Tensor(np.ones(ours.shape), dtype=fmt))
+    theirs = reduce(tx)
+    theirs.backward(torch.ones_like(theirs))
+    np.testing.assert_array_equal(ours.to(np.float64).data, theirs.double().detach().numpy())
+    np.testing.assert_array_equal(x.grad.astype(np.float64), tx.grad.double().numpy())
+
+
 @pytest.mark.parametrize("entries", [
     "0-d float64", "0-d float32", "0-d int32", "0-d requires grad", "one-entry 1-d", "nested", "in a tuple",
     "several entries", "nested one-entry 1-d", "nested one-entry float32", "nested one-entry 2-d", "three levels"])

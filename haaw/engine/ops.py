@@ -375,20 +375,23 @@ def _extreme(ctx, a, dim, keepdim, index, reduce):
         ctx.index, ctx.axis, ctx.dtype = index, dim[0], a.dtype
         out = np.take_along_axis(a, index, axis=dim[0])
         return out if keepdim else out.reshape(tuple(n for i, n in enumerate(a.shape) if i != dim[0]))
-    ctx.a = a
+    ctx.a, ctx.whole = a, dim is None
     ctx.out = out = reduce(a, axis=dim, keepdims=keepdim)
     return out
 
 
 def _max_vjp(ctx, g):
     """With an index: the gradient goes to the one entry picked. Without: to the entries that were the maximum (or
-    minimum), shared equally between ties."""
+    minimum), shared equally between ties; for ``x.max()`` of a tensor holding nan, between its nans."""
     if hasattr(ctx, "index"):
         grad = np.zeros(ctx.shape, dtype=ctx.dtype)
         np.put_along_axis(grad, ctx.index, g.reshape(ctx.index.shape), axis=ctx.axis)
         return grad
-    winners = ctx.a == ctx.out.reshape(ctx.kept)
-    share = winners / winners.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
+    top = ctx.out.reshape(ctx.kept)
+    # x.max() of a tensor holding nan is nan: PyTorch shares its gradient between the nans (amax gives nan)
+    winners = np.isnan(ctx.a) if ctx.whole and np.isnan(top).any() else ctx.a == top
+    with np.errstate(invalid="ignore"):  # amax over a slice holding nan: no winner, 0/0, nan as in PyTorch
+        share = winners / winners.sum(axis=tuple(i for i, n in enumerate(ctx.kept) if n == 1), keepdims=True)
     return _as(g.reshape(ctx.kept) * share, ctx.a.dtype)
 
 
