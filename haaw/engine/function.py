@@ -162,21 +162,19 @@ class Checkpoint(Function):
     @staticmethod
     def backward(ctx, g):
         guard.check("function.Checkpoint")
-        tensors = getattr(ctx, "tensors", None) or (True,) * len(ctx.inputs)
-        fresh = [None if t is None else wrap(a) if t else a for a, t in zip(ctx.inputs, tensors)]
+        tensors = ctx.tensors  # forward sets every field of ctx read here before a backward can run
+        fresh = [wrap(a) if t else a for a, t in zip(ctx.inputs, tensors)]  # the anchor (None) stays an array
         for t, need in zip(fresh, ctx.needs_input_grad[1:]):
             if isinstance(t, Tensor):
                 t.requires_grad = need
         # recorded even when backward was called inside no_grad(), as PyTorch's recomputation is
-        kept = list(getattr(ctx, "kept", ()))
-        with (hooks.recompute(), enable_grad(), _replaying(_states(getattr(ctx, "rng", None))),
-              hooks.selecting(getattr(ctx, "save", ()), kept, "reuse")):
+        kept = list(ctx.kept)
+        with hooks.recompute(), enable_grad(), _replaying(_states(ctx.rng)), hooks.selecting(ctx.save, kept, "reuse"):
             # this time recorded; the kept results reused, not computed again
             again = ctx.fn(*(a for a, t in zip(fresh, tensors) if t is not None))
-        outside = getattr(ctx, "outside", None)
-        cut = outside.tensors if outside is not None else []
-        if outside is not None:
-            outside.grads = [None] * len(cut)
+        outside = ctx.outside
+        cut = outside.tensors
+        outside.grads = [None] * len(cut)  # what Checkpoint.apply's backward sends them if fn's result needs none
         if again.requires_grad:
             # the intermediates of the enclosing graph that fn uses are parents of this node (Checkpoint.apply): this
             # pass stops at them, as at leaves, and hands their shares to the enclosing pass, which adds them to
@@ -191,8 +189,7 @@ class Checkpoint(Function):
                 again.backward(g)  # parameters inside fn, and leaves fn captured, receive their gradients here
                 for node, grad in kept:
                     node.grad = grad
-                if outside is not None:
-                    outside.grads = [t.grad for t in cut]  # Checkpoint.apply's backward sends them on
+                outside.grads = [t.grad for t in cut]  # Checkpoint.apply's backward sends them on
             finally:
                 for t, parents, grad, handles in was:
                     t._parents, t.grad, t._hooks = parents, grad, handles

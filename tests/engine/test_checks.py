@@ -51,6 +51,13 @@ x23 = Tensor(np.ones((2, 3)))
     # two good axes and one that is none (PyTorch: "number of dims don't match in permute")
     (lambda: x23.permute(1, 0, 5), ValueError, f"permute(1, 0, 5): {ONCE}"),
     (lambda: x23.permute(1, 0, 0.5), ValueError, f"permute(1, 0, 0.5): {ONCE}"),
+    # var's and std's arguments in PyTorch's order: (dim, unbiased, keepdim), or a bool first for unbiased
+    (lambda: x23.var(False, True), TypeError, "var: the first argument is a bool, read as unbiased (PyTorch's "
+     "var(unbiased)); then give no second one. For dim and unbiased write x.var(0, False)"),
+    (lambda: x23.std(0, 1), TypeError, "std: the second argument is unbiased, a bool, as in PyTorch (got 1); keepdim "
+     "comes third, or by name: x.std(0, keepdim=True)"),
+    (lambda: x23.std(0, True, correction=0), TypeError, "std: give unbiased= or correction=, not both (PyTorch "
+     "refuses both too); unbiased=False is correction=0"),
 ])
 def test_each_refusal_says_all_it_should(make, error, message):
     with pytest.raises(error) as err:

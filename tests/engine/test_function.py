@@ -378,3 +378,41 @@ def test_a_function_that_gives_no_gradient_for_an_intermediate_stops_the_pass_th
     (TorchDrop.apply(tx * 2) * tw).sum().backward()
     assert tx.grad is None
     np.testing.assert_array_equal(w.grad, tw.grad.numpy())
+
+
+def test_a_checkpoint_whose_result_needs_no_gradient_sends_none_to_what_it_captured_as_pytorch():
+    """fn uses the intermediate h but returns a detached result: no gradient reaches h through it. PyTorch:
+    L = Σ(y + h·h) with h = 2x gives dL/dx = 2·2h = 8x, [8, 16], from the h·h path alone. (PyTorch's y does not
+    require grad; haaw's records the checkpoint all the same, and its backward hands h None.)"""
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    def loss(x, ckpt):
+        h = x * 2
+        y = ckpt(lambda a: (a * h).detach(), x)
+        return (y + h * h).sum()
+
+    x, xt = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    loss(x, haaw.checkpoint).backward()
+    loss(xt, lambda f, a: torch_checkpoint(f, a, use_reentrant=False)).backward()
+    np.testing.assert_array_equal(x.grad, xt.grad.numpy())
+    np.testing.assert_array_equal(x.grad, [8.0, 16.0])
+
+
+def test_a_recomputation_that_reaches_an_intermediate_of_the_enclosing_pass_keeps_its_running_sum():
+    """fn multiplies its input a = 2h by 1 in the forward pass and by h = x² when it runs again, so only the
+    recomputation's pass reaches h, after the enclosing pass has sent h its first share (L = Σ fn(a) + Σ h: the
+    Σ h term is reached before the checkpoint, h itself after). That share must survive the recomputation's pass:
+    then x gets the gradient of Σ a·h + Σ h = Σ 2h² + Σ h, 2x(4h + 1) = 222 at x = 3. Resetting h's share leaves
+    216 (the 1 of Σ h lost, 2x·1 = 6)."""
+    x = Tensor([3.0], requires_grad=True)
+    h = x * x
+    runs = []
+
+    def fn(a):
+        runs.append(1)
+        return a * (Tensor([1.0]) if len(runs) == 1 else h)
+
+    (haaw.checkpoint(fn, h * 2).sum() + h.sum()).backward()
+    assert len(runs) == 2
+    np.testing.assert_array_equal(x.grad, [222.0])
