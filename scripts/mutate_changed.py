@@ -5,6 +5,8 @@
     python scripts/mutate_changed.py haaw/engine/ops.py haaw/optim.py   # these files, changed or not
     python scripts/mutate_changed.py --all --children 2   # every file under mutation, decorated functions too
     python scripts/mutate_changed.py --list           # only say which files it would mutate
+    python scripts/mutate_changed.py haaw/engine/tensor.py --mutants "haaw.engine.tensor.xǁTensorǁflatten*"
+                                                      # only the mutants mutmut's pattern names, in those files
 
 The run happens in a copy of the working tree (tracked files, as they are on disk) in a temporary folder, so the
 repository is never edited. In the copy, `[tool.mutmut] only_mutate` is narrowed to the files, and every function
@@ -103,6 +105,7 @@ def report(folder: Path, seconds: float) -> None:
     listed = subprocess.run(["mutmut", "results", "--all", "true"], cwd=folder, capture_output=True, text=True,
                             check=True).stdout
     rows = [line.strip().rsplit(": ", 1) for line in listed.splitlines() if ": " in line]
+    rows = [(name, status) for name, status in rows if status != "not checked"]  # outside --mutants' patterns
     counts = collections.defaultdict(collections.Counter)
     for name, status in rows:
         counts[re.sub(r"\.x[ǁ_].*$", "", name)][status] += 1
@@ -125,6 +128,7 @@ def main(argv=None) -> int:
     parser.add_argument("--children", type=int, default=1, help="mutmut's --max-children (default 1)")
     parser.add_argument("--all", action="store_true", help="every file under mutation, changed or not")
     parser.add_argument("--list", action="store_true", help="only print the files that would be mutated")
+    parser.add_argument("--mutants", nargs="+", default=[], help="run only the mutants these names or globs match")
     args = parser.parse_args(argv)
     files = args.files or (all_files() if args.all else changed_files(args.base))
     if not files:
@@ -135,7 +139,7 @@ def main(argv=None) -> int:
         return 0
     folder = copy_tree(files)
     started = time.perf_counter()
-    run = subprocess.run(["mutmut", "run", "--max-children", str(args.children)], cwd=folder)
+    run = subprocess.run(["mutmut", "run", "--max-children", str(args.children), *args.mutants], cwd=folder)
     report(folder, time.perf_counter() - started)
     return run.returncode
 
