@@ -174,14 +174,13 @@ class Tensor:
     def __init__(self, data, requires_grad: bool = False, dtype=None, label: str = ""):
         if isinstance(data, Tensor):
             data = data.data
-        elif type(data) is list and Tensor in map(type, data):  # [Tensor(1.), Tensor(2.)], as torch.tensor takes
-            data = _entries(data)
         if type(dtype) is str:
             dtype = dtypes.as_dtype(dtype, "Tensor(dtype=...)")  # "bfloat16" before anything imported ml_dtypes
         try:
             array = np.array(data, dtype=dtype)
         except (TypeError, ValueError) as err:
-            if isinstance(data, (list, tuple)) and _holds_tensor(data):  # a tensor further in: [[Tensor(1.), 2.]]
+            # a tensor NumPy cannot read (one that requires grad) or of its own shape: [[a, 2.]], [Tensor([1.]), 2.]
+            if isinstance(data, (list, tuple)) and _holds_tensor(data):
                 array = np.array(_entries(data), dtype=dtype)
             else:
                 raise TypeError(f"Tensor needs numbers in a regular shape; got {type(data).__name__}: {err}") from None
