@@ -37,6 +37,14 @@ def test_sum_and_mean_with_dtype_keep_every_other_argument_as_torch(name, args, 
     np.testing.assert_allclose(ours.data, theirs.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_sum_and_mean_refuse_out_but_not_dtype(name):
+    x = Tensor(np.arange(6.0).reshape(2, 3))
+    raises(TypeError, f"{name}: haaw takes no out= (every result is a new tensor)",
+           lambda: getattr(x, name)(out=np.zeros(())))
+    assert getattr(x, name)(dtype=np.float32).dtype == np.float32
+
+
 def test_min_refuses_dtype_and_out_as_max_does():
     x = Tensor(np.arange(6.0).reshape(2, 3))
     message = "min: haaw takes no dtype= or out= (convert with .to(dtype) first)"
