@@ -119,9 +119,9 @@ def empty_reduction(t, dims, what: str) -> None:
                              f"another axis")
 
 
-def numpy_extras(what: str, dtype, out, takes_dtype: bool = False) -> None:
+def numpy_extras(what: str, out, dtype=None, takes_dtype: bool = False) -> None:
     """np.sum(t), np.mean(t) and np.max(t) call t.sum(axis=..., dtype=None, out=None): accept them unused. Sum and
-    mean take dtype= (as PyTorch's do) and pass ``takes_dtype``."""
+    mean take dtype= (as PyTorch's do), pass ``takes_dtype`` and no ``dtype``; max and min pass the one given."""
     if takes_dtype and out is not None:
         raise TypeError(f"{what}: haaw takes no out= (every result is a new tensor)")
     if not takes_dtype and (dtype is not None or out is not None):

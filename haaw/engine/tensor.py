@@ -501,14 +501,14 @@ class Tensor:
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
         """The sum over ``dim`` (all axes if None). ``dtype=``: computed in that format, as PyTorch's: the same as
         ``x.to(dtype).sum(...)``."""
-        checks.numpy_extras("sum", dtype, out, takes_dtype=True)
+        checks.numpy_extras("sum", out, takes_dtype=True)
         if dtype is not None:
             return self.to(dtype).sum(dim, keepdim, axis=axis, keepdims=keepdims)
         return apply("sum", self, dim=checks.dims(self, dim, axis, "sum"), keepdim=checks.keep(keepdim, keepdims))
 
     def mean(self, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None, out=None):
         """The mean over ``dim`` (all axes if None); ``dtype=`` as for ``sum``."""
-        checks.numpy_extras("mean", dtype, out, takes_dtype=True)
+        checks.numpy_extras("mean", out, takes_dtype=True)
         if dtype is not None:
             return self.to(dtype).mean(dim, keepdim, axis=axis, keepdims=keepdims)
         return apply("mean", self, dim=checks.dims(self, dim, axis, "mean"), keepdim=checks.keep(keepdim, keepdims))
@@ -540,7 +540,7 @@ class Tensor:
         return apply(what, self, dim=dims, keepdim=keepdim)
 
     def _extreme(self, what, find, dim, keepdim, axis, keepdims, dtype, out):
-        checks.numpy_extras(what, dtype, out)
+        checks.numpy_extras(what, out, dtype=dtype)
         if isinstance(dim, Tensor):
             raise TypeError(f"{what}: haaw takes no tensor as the second operand (PyTorch's x.{what}(y), entry by "
                             f"entry). Write haaw.where(x {'>' if what == 'max' else '<'} y, x, y)")
@@ -548,7 +548,7 @@ class Tensor:
         if dim is None and axis is None:
             if self.data.size == 0:
                 checks.empty_reduction(self, None, what)
-            return apply(what, self, dim=None, keepdim=keepdim)
+            return apply(what, self, keepdim=keepdim)
         if isinstance(dim if axis is None else axis, (tuple, list)):
             raise TypeError(f"{what}: dim must be one integer, as in PyTorch (x.{what}(dim) also returns where each "
                             f"{'largest' if what == 'max' else 'smallest'} entry is, along that one axis); got "
@@ -558,7 +558,7 @@ class Tensor:
         if self.data.size == 0:
             checks.empty_reduction(self, dims, what)
         if dims is None:  # a 0-d tensor: its one entry, at index 0
-            return _RESULTS[what](apply(what, self, dim=None, keepdim=False), wrap(np.zeros((), dtype=np.int64)))
+            return _RESULTS[what](apply(what, self), wrap(np.zeros((), dtype=np.int64)))
         index = find(self.data, axis=dims[0], keepdims=True).astype(np.int64)
         values = apply(what, self, dim=dims, keepdim=keepdim, index=index)
         return _RESULTS[what](values, wrap(index if keepdim else index.squeeze(dims[0])))
