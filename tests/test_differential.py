@@ -726,6 +726,25 @@ def test_a_reduction_without_dim_sends_the_gradient_where_torch_does_nan_include
     np.testing.assert_array_equal(x.grad.astype(np.float64), tx.grad.double().numpy())
 
 
+@pytest.mark.parametrize("number", [1000, -1000, 2**63 - 1, 2**63, 2**63 + 5, 2**64 - 1, -2**63, 2**64, -2**63 - 1])
+@pytest.mark.parametrize("fmt", ["int8", "uint8", "int32", "int64"])
+def test_a_python_int_with_an_integer_tensor_wraps_round_or_overflows_as_in_torch(number, fmt):
+    """A Python int meets an integer tensor in the tensor's own format, wrapping round as torch does; haaw read it as
+    int64 first, so an int in [2**63, 2**64), which torch wraps round, raised NumPy's OverflowError. Past that range
+    both refuse with an OverflowError."""
+    data = np.array([1, 2, -3], dtype=fmt) if fmt != "uint8" else np.array([1, 2, 3], dtype=fmt)
+    try:
+        theirs = (torch.tensor(data) * number).numpy()
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            Tensor(data) * number
+        return
+    ours = Tensor(data) * number
+    assert ours.dtype == np.dtype(fmt)
+    np.testing.assert_array_equal(ours.data, theirs)
+    np.testing.assert_array_equal((number + Tensor(data)).data, (number + torch.tensor(data)).numpy())
+
+
 @pytest.mark.parametrize("entries", [
     "0-d float64", "0-d float32", "0-d int32", "0-d requires grad", "one-entry 1-d", "nested", "in a tuple",
     "several entries", "nested one-entry 1-d", "nested one-entry float32", "nested one-entry 2-d", "three levels"])

@@ -113,7 +113,7 @@ def _lift(x, like: "Tensor") -> "Tensor":
         if like.dtype == np.bool_:  # True + 1 is 2, as in PyTorch and NumPy
             return wrap(np.asarray(x, dtype=np.int64))
         if like.dtype.kind in "iu":  # int8 * 1000: 1000 wraps round to int8's -24, as PyTorch computes it in int8
-            return wrap(np.asarray(x, dtype=np.int64).astype(like.dtype))
+            return wrap(np.asarray(x).astype(like.dtype))  # (up to 2**64, as PyTorch; past it both refuse)
         if _narrow_float(like.dtype):
             return wrap(np.asarray(x, dtype=np.float32))
         return wrap(np.asarray(x, dtype=like.dtype))
