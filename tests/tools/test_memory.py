@@ -124,3 +124,28 @@ def test_every_array_an_operation_keeps_is_counted_whatever_holds_it(keep, expec
     with track_memory() as memory:
         Keeps.apply(x).sum().backward()
     assert memory.peak == expected
+
+
+def test_a_result_selective_checkpointing_reuses_is_counted_as_the_forward_pass_counts_it():
+    """Inside backward, a checkpoint's recomputation reuses the matmul it kept (save=("matmul",)) rather than
+    computing it again; the memory tracker must hear of it as of the forward pass's own matmul: its context and
+    result when it is recorded (x @ w), nothing when it is not (c @ c, no input needs a gradient)."""
+    import haaw
+    from haaw.tools.memory import track_memory
+    rng = np.random.default_rng(0)
+    x = haaw.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    w = haaw.tensor(rng.standard_normal((3, 5)), requires_grad=True)
+    c = haaw.tensor(rng.standard_normal((5, 5)))
+
+    def f(h):
+        return (h @ w).tanh() @ (c @ c)
+
+    with track_memory() as plain:
+        f(x)
+    loss = haaw.checkpoint(f, x, save=("matmul",)).sum()
+    with track_memory() as again:  # hears only the recomputation
+        loss.backward()
+    assert dict(again.by_op) == dict(plain.by_op)
+    # x @ w and tanh's output @ (c @ c): x, w and c @ c (not recorded) are leaves, not counted; tanh's output is
+    assert again.by_op["matmul"] == [2, 4 * 5 * 8]
+    assert again.peak == plain.peak and again.current == 0  # and all of it released by the end of backward
