@@ -297,3 +297,15 @@ def test_feed_forward_widens_four_times_by_default():
     block = nn.FeedForward(3)
     assert [tuple(p.shape) for p in block.parameters()] == [(3, 12), (12,), (12, 3), (3,)]
     assert [tuple(p.shape) for p in nn.FeedForward(3, expand=2).parameters()] == [(3, 6), (6,), (6, 3), (3,)]
+
+
+def test_load_state_dict_takes_arrays_of_any_format_the_engine_holds():
+    """A state saved in bfloat16 (a NumPy array, as the docstring allows) loads into float64 parameters, rounded
+    values and all: the array is read as it is, not through its raw buffer (NumPy cannot rebuild bfloat16 from one)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    model = nn.Linear(2, 3)
+    state = {name: (np.asarray(p.data) + 0.3).astype(ml_dtypes.bfloat16) for name, p in model.named_parameters()}
+    assert model.load_state_dict(state) == ([], [])
+    for name, p in model.named_parameters():
+        assert p.dtype == np.float64
+        np.testing.assert_array_equal(p.data, state[name].astype(np.float64))
