@@ -114,6 +114,9 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
                              f"got {weight.shape}")
         share = share * weight[safe]
     if mask is not None:
+        if isinstance(mask, Tensor) and mask.requires_grad:
+            raise RuntimeError("cross_entropy: the mask requires grad, but no gradient flows back to it (it only says "
+                               "which entries count). Pass mask.detach()")
         mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
         if mask.shape != target.shape:
             raise ValueError(f"cross_entropy: mask of shape {mask.shape} must match target {target.shape}")

@@ -349,6 +349,18 @@ def test_attention_refusals_in_full():
         assert str(error.value) == message
 
 
+def test_a_mask_that_requires_grad_is_refused_as_class_weights_are():
+    """haaw's mask (1 counts, 0 is padding) is a constant like the class weights: one that requires grad was used as
+    a constant and its gradient left None, silently."""
+    logits, targets = Tensor(np.zeros((2, 3)), requires_grad=True), np.array([0, 1])
+    with pytest.raises(RuntimeError) as error:
+        F.cross_entropy(logits, targets, mask=Tensor(np.array([1.0, 0.0]), requires_grad=True))
+    assert str(error.value) == ("cross_entropy: the mask requires grad, but no gradient flows back to it (it only says "
+                                "which entries count). Pass mask.detach()")
+    detached = F.cross_entropy(logits, targets, mask=Tensor(np.array([1.0, 0.0]), requires_grad=True).detach())
+    assert detached.item() == pytest.approx(np.log(3), rel=1e-12)  # the one entry that counts
+
+
 def test_class_weights_that_require_grad_are_refused_as_pytorch_refuses_them():
     """No gradient flows back to cross_entropy's class weights; PyTorch refuses such a weight in the forward
     ("not differentiable with respect to argument 'weight'"). haaw used to take it and leave its grad None."""
