@@ -11,12 +11,12 @@ Importing haaw loads NumPy only; torch, matplotlib and ipywidgets are imported b
 that use them, so the course starts fast and runs without the optional ones.
 """
 from . import amp, nn, optim
-from .engine import (Function, Tensor, Value, cat, checkpoint, detect_anomaly, from_numpy, no_grad,
+from .engine import (Function, Tensor, Value, cat, checkpoint, detect_anomaly, enable_grad, from_numpy, no_grad,
                      saved_tensors_hooks, stack, tensor, where)
 from .engine.plugins import use
 from .nn import manual_seed
 
-__all__ = ["Function", "Tensor", "Value", "amp", "cat", "checkpoint", "detect_anomaly", "from_numpy",
+__all__ = ["Function", "Tensor", "Value", "amp", "cat", "checkpoint", "detect_anomaly", "enable_grad", "from_numpy",
            "manual_seed", "nn", "no_grad", "optim", "saved_tensors_hooks", "stack", "tensor", "use",
            "where"]
 
@@ -45,7 +45,6 @@ _PYTORCH_ONLY = {
                                                                          "int16", "int32", "int64", "uint8")},
     "bool": "haaw's formats are NumPy's: write np.bool_",
     "bfloat16": 'write the format\'s name, "bfloat16" (x.to("bfloat16"), haaw.tensor(a, dtype="bfloat16"))',
-    "enable_grad": "inside haaw.no_grad(), the operations that must be recorded go outside the block",
     "set_grad_enabled": "Write `with haaw.no_grad():` for False, and nothing for True",
     "inference_mode": "Write `with haaw.no_grad():`",
     "maximum": "Write haaw.where(a > b, a, b)",

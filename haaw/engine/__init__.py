@@ -8,9 +8,9 @@ scalar engine), ``ops`` (every tensor operation beside its vector-Jacobian produ
 """
 from .function import Function, checkpoint
 from .hooks import saved_tensors_hooks
-from .modes import detect_anomaly, no_grad
+from .modes import detect_anomaly, enable_grad, no_grad
 from .tensor import Tensor, cat, from_numpy, stack, tensor, where
 from .value import Value
 
-__all__ = ["Function", "Tensor", "Value", "cat", "checkpoint", "detect_anomaly", "from_numpy", "no_grad",
-           "saved_tensors_hooks", "stack", "tensor", "where"]
+__all__ = ["Function", "Tensor", "Value", "cat", "checkpoint", "detect_anomaly", "enable_grad", "from_numpy",
+           "no_grad", "saved_tensors_hooks", "stack", "tensor", "where"]
